@@ -1,0 +1,29 @@
+# Euler: `make up` runs the platform on this machine, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: up test lint format clean-data
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: on Debian/Ubuntu run 'apt-get install python3-venv' first"; exit 1; }
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	@touch $(STAMP)
+
+up: $(STAMP)
+	$(PY) -m euler.up
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean-data:
+	rm -rf var

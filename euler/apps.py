@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class EulerConfig(AppConfig):
+    name = "euler"
+    verbose_name = "Euler"

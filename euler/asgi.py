@@ -1,0 +1,23 @@
+"""One ASGI application for HTTP (Django) and websockets (Channels)."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+django_asgi = ASGIStaticFilesHandler(get_asgi_application())
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from euler.routing import websocket_urlpatterns  # noqa: E402
+from euler.wsauth import ApiKeyOrSessionMiddleware  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi,
+        "websocket": AllowedHostsOriginValidator(ApiKeyOrSessionMiddleware(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -1,0 +1,11 @@
+"""The Celery application: broker is Redis, periodic tasks come from settings.CELERY_BEAT_SCHEDULE."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+
+app = Celery("euler")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,3 @@
+"""Websocket routes; apps append theirs here."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,249 @@
+"""Euler settings: everything comes from the environment through the strict readers in env.py."""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from euler.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DATA_DIR = Path(env_str("EULER_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+
+
+def _generated_once(filename: str, make) -> str:
+    """A development secret kept in the data dir so that restarts reuse it."""
+    path = DATA_DIR / filename
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(make())
+    return path.read_text().strip()
+
+
+SECRET_KEY = env_secret("DJANGO_SECRET_KEY")
+if SECRET_KEY is None:
+    if not DEBUG:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG=False")
+    SECRET_KEY = _generated_once("secret_key", lambda: secrets.token_urlsafe(50))
+
+EULER_ENCRYPTION_KEYS = env_secret("EULER_ENCRYPTION_KEYS")
+if EULER_ENCRYPTION_KEYS is None:
+    if not DEBUG:
+        raise ImproperlyConfigured("EULER_ENCRYPTION_KEYS is required when DJANGO_DEBUG=False")
+    EULER_ENCRYPTION_KEYS = _generated_once(
+        "encryption_keys", lambda: "dev1:" + base64.b64encode(secrets.token_bytes(32)).decode()
+    )
+
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "mozilla_django_oidc",
+    "euler",
+    "quotas",
+    "nodes",
+    "jobs",
+    "agents",
+    "gateway",
+    "nodeagent",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "euler.urls"
+ASGI_APPLICATION = "euler.asgi.application"
+WSGI_APPLICATION = "euler.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "console.context.console",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------------
+_DEFAULT_DB = f"sqlite:///{DATA_DIR / 'euler.sqlite3'}"
+try:
+    DATABASES = {"default": dj_database_url.parse(env_secret("DATABASE_URL", _DEFAULT_DB), conn_max_age=60)}
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+else:
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis, celery, channels ----------------------------------------------------------------
+EULER_EMBEDDED_REDIS_SOCKET = DATA_DIR / "redis.sock"
+REDIS_URL = env_secret("REDIS_URL", f"unix://{EULER_EMBEDDED_REDIS_SOCKET}")
+if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL must start with redis://, rediss:// or unix://, got {REDIS_URL!r}")
+EULER_REDIS_EMBEDDED = env_secret("REDIS_URL") is None
+
+if REDIS_URL.startswith("unix://"):
+    _path, _, _query = REDIS_URL[len("unix://") :].partition("?")
+    CELERY_BROKER_URL = f"redis+socket://{_path}" + (f"?{_query}" if _query else "")
+else:
+    CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = env_bool("EULER_CELERY_EAGER", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_BEAT_SCHEDULE: dict = {
+    # Each app adds its periodic tasks in its own section below.
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": "euler:ch"},
+    }
+}
+
+# --- auth -----------------------------------------------------------------------------------
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_secret("OIDC_RP_CLIENT_SECRET")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile")
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "E时代通行证")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID and OIDC_OP_AUTHORIZATION_ENDPOINT and OIDC_OP_TOKEN_ENDPOINT)
+if OIDC_ENABLED:
+    _missing = [name for name in ("OIDC_RP_CLIENT_SECRET", "OIDC_OP_USER_ENDPOINT") if not globals().get(name)]
+    if OIDC_RP_SIGN_ALGO.startswith("RS") and not OIDC_OP_JWKS_ENDPOINT:
+        _missing.append("OIDC_OP_JWKS_ENDPOINT")
+    if _missing:
+        raise ImproperlyConfigured("OIDC is partly configured; also set " + ", ".join(_missing))
+    AUTHENTICATION_BACKENDS.insert(0, "quotas.oidc.EulerOIDCBackend")
+OIDC_USE_NONCE = True
+OIDC_CREATE_USER = True
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("EULER_BEHIND_TLS_PROXY", False) else None
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- REST framework -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "quotas.auth.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["euler.api.HasProject"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "euler.errors.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "euler.api.Pagination",
+    "PAGE_SIZE": 50,
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+if DEBUG:
+    REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"].append("rest_framework.renderers.BrowsableAPIRenderer")
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Euler API",
+    "DESCRIPTION": "Euler (欧拉智算) compute control plane: jobs, nodes, agents, quotas.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {
+            "ApiKey": {"type": "apiKey", "in": "header", "name": "X-Euler-API-Key"},
+        }
+    },
+    "SECURITY": [{"ApiKey": []}],
+}
+
+# --- i18n, static ---------------------------------------------------------------------------
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+USE_I18N = True
+TIME_ZONE = "UTC"
+USE_TZ = True
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+# --- Euler ----------------------------------------------------------------------------------
+EULER_PUBLIC_URL = env_str("EULER_PUBLIC_URL", "http://127.0.0.1:8000")
+EULER_FREE_QUOTA_CPU_CORE_SECONDS = env_int("EULER_FREE_QUOTA_CPU_CORE_SECONDS", 360_000, minimum=0)
+EULER_FREE_QUOTA_GPU_SECONDS = env_int("EULER_FREE_QUOTA_GPU_SECONDS", 36_000, minimum=0)
+EULER_FREE_QUOTA_INVOCATIONS = env_int("EULER_FREE_QUOTA_INVOCATIONS", 100_000, minimum=0)
+EULER_FREE_QUOTA_CONCURRENT_JOBS = env_int("EULER_FREE_QUOTA_CONCURRENT_JOBS", 10, minimum=0)
+EULER_FREE_QUOTA_API_KEYS = env_int("EULER_FREE_QUOTA_API_KEYS", 20, minimum=0)
+EULER_QUOTA_GRACE = env_float("EULER_QUOTA_GRACE", 0.05, minimum=0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("EULER_LOG_LEVEL", "INFO")},
+    "loggers": {"django.request": {"level": "ERROR"}, "daphne": {"level": "WARNING"}},
+}
+
+SESSION_COOKIE_AGE = int(timedelta(days=14).total_seconds())

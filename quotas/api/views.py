@@ -1,0 +1,43 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from euler.api import Pagination, request_project
+from quotas import selectors, services
+from quotas.api.serializers import ApiKeyCreatedOut, ApiKeyCreateIn, ApiKeyOut, ProjectOut
+from quotas.auth import ApiKeyUser
+from quotas.models import ApiKey
+
+
+class ProjectView(APIView):
+    @extend_schema(responses=ProjectOut, summary="The caller's project: quota, usage so far, period")
+    def get(self, request):
+        return Response(ProjectOut(selectors.project_summary(request_project(request))).data)
+
+
+class ApiKeyListView(APIView):
+    @extend_schema(responses=ApiKeyOut(many=True), summary="List the project's API keys (never the secrets)")
+    def get(self, request):
+        keys = ApiKey.objects.filter(project=request_project(request))
+        paginator = Pagination()
+        page = paginator.paginate_queryset(keys, request, view=self)
+        return paginator.get_paginated_response(ApiKeyOut(page, many=True).data)
+
+    @extend_schema(request=ApiKeyCreateIn, responses={201: ApiKeyCreatedOut}, summary="Create an API key")
+    def post(self, request):
+        data = ApiKeyCreateIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        by = None if isinstance(request.user, ApiKeyUser) else request.user
+        key, secret = services.apikey_create(
+            project=request_project(request), label=data.validated_data["label"], by=by
+        )
+        key.key = secret
+        return Response(ApiKeyCreatedOut(key).data, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyDetailView(APIView):
+    @extend_schema(responses={204: None}, summary="Revoke an API key")
+    def delete(self, request, key_id: int):
+        services.apikey_revoke(project=request_project(request), key_id=key_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)

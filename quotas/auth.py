@@ -1,0 +1,44 @@
+"""DRF authentication by project API key (X-Euler-API-Key)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AnonymousUser
+from rest_framework import authentication, exceptions
+
+from quotas.services import apikey_authenticate
+
+HEADER = "HTTP_X_EULER_API_KEY"
+
+
+class InvalidApiKey(exceptions.AuthenticationFailed):
+    default_code = "invalid_api_key"
+    default_detail = "The API key is unknown or revoked."
+
+
+class ApiKeyUser(AnonymousUser):
+    """The caller behind an API key: not a Django user, but authenticated for the key's project."""
+
+    @property
+    def is_authenticated(self) -> bool:  # type: ignore[override]
+        return True
+
+    @property
+    def is_anonymous(self) -> bool:  # type: ignore[override]
+        return False
+
+    def __str__(self) -> str:
+        return "api-key"
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request):
+        raw = request.META.get(HEADER)
+        if raw is None:
+            return None
+        key = apikey_authenticate(raw=raw.strip())
+        if key is None:
+            raise InvalidApiKey()
+        return ApiKeyUser(), key
+
+    def authenticate_header(self, request) -> str:
+        return "X-Euler-API-Key"

@@ -1,0 +1,24 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from euler.errors import EulerError
+from quotas.models import Project
+from quotas.services import apikey_create
+
+
+class Command(BaseCommand):
+    help = "Create a project API key; prints the secret alone as the last line (shown once)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--project", required=True, help="project name or slug")
+        parser.add_argument("--label", default="")
+
+    def handle(self, *args, project, label, **options):
+        found = Project.objects.filter(name=project).first() or Project.objects.filter(slug=project).first()
+        if found is None:
+            raise CommandError(f"no project named {project!r}")
+        try:
+            key, secret = apikey_create(project=found, label=label)
+        except EulerError as exc:
+            raise CommandError(exc.message) from None
+        self.stderr.write(f"created API key {key.pk} for project {found.name!r}; store it now, it is shown once")
+        self.stdout.write(secret)

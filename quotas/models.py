@@ -1,0 +1,103 @@
+"""Tenancy: projects, memberships, API keys, quotas and the usage ledger."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    MEMBER = "member", "Member"
+
+
+class Resource(models.TextChoices):
+    CPU_CORE_SECONDS = "cpu_core_seconds", "CPU core-seconds"
+    GPU_SECONDS = "gpu_seconds", "GPU-seconds"
+    INVOCATIONS = "invocations", "Invocations"
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "project"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
+
+
+class ApiKey(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    label = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"euler_pk_{self.prefix}… ({self.label or 'no label'})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Quota(models.Model):
+    """Budgets per period (a calendar month, UTC); concurrency and key counts are plain limits."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="quota")
+    cpu_core_seconds = models.BigIntegerField()
+    gpu_seconds = models.BigIntegerField()
+    invocations = models.BigIntegerField()
+    max_concurrent_jobs = models.IntegerField()
+    max_api_keys = models.IntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"quota of {self.project}"
+
+
+class UsageEntry(models.Model):
+    """The usage ledger: one row per project, day, resource and agent (blank for jobs)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="usage")
+    day = models.DateField()
+    resource = models.CharField(max_length=32, choices=Resource.choices)
+    agent_name = models.CharField(max_length=100, blank=True, default="")
+    amount = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "day", "resource", "agent_name"], name="usage_entry_unique")
+        ]
+        indexes = [models.Index(fields=["project", "day"])]
+
+
+class OidcIdentity(models.Model):
+    """Links a Django user to the provider's stable subject (`sub`)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identity")
+    subject = models.CharField(max_length=255, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,118 @@
+"""Writes for tenancy: projects, memberships and API keys."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from euler import tokens
+from euler.errors import InvalidInput, NotFound, QuotaExceeded
+from quotas.models import ApiKey, Membership, Project, Quota, Role
+
+API_KEY_PREFIX = "euler_pk_"
+_LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+def _unique_slug(name: str) -> str:
+    base = slugify(name, allow_unicode=False)[:80] or "project"
+    slug, n = base, 1
+    while Project.objects.filter(slug=slug).exists():
+        n += 1
+        slug = f"{base}-{n}"
+    return slug
+
+
+def free_quota_values() -> dict[str, int]:
+    return {
+        "cpu_core_seconds": settings.EULER_FREE_QUOTA_CPU_CORE_SECONDS,
+        "gpu_seconds": settings.EULER_FREE_QUOTA_GPU_SECONDS,
+        "invocations": settings.EULER_FREE_QUOTA_INVOCATIONS,
+        "max_concurrent_jobs": settings.EULER_FREE_QUOTA_CONCURRENT_JOBS,
+        "max_api_keys": settings.EULER_FREE_QUOTA_API_KEYS,
+    }
+
+
+def validate_project_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name or len(name) > 100:
+        raise InvalidInput("A project name is 1 to 100 characters.", code="invalid_name")
+    if any(ord(c) < 32 for c in name):
+        raise InvalidInput("A project name cannot hold control characters.", code="invalid_name")
+    return name
+
+
+@transaction.atomic
+def project_create(*, name: str, owner=None) -> Project:
+    name = validate_project_name(name)
+    if Project.objects.filter(name=name).exists():
+        raise InvalidInput(f"A project named {name!r} already exists.", code="name_taken")
+    project = Project.objects.create(name=name, slug=_unique_slug(name))
+    Quota.objects.create(project=project, **free_quota_values())
+    if owner is not None:
+        Membership.objects.create(project=project, user=owner, role=Role.OWNER)
+    return project
+
+
+def default_project_for(user) -> Project:
+    """The project a new user starts with: named after them, made unique if needed."""
+    base = (user.get_username() or "user")[:90]
+    name, n = base, 1
+    while True:
+        try:
+            with transaction.atomic():
+                return project_create(name=name, owner=user)
+        except InvalidInput as exc:
+            if exc.code != "name_taken":
+                raise
+        except IntegrityError:
+            pass
+        n += 1
+        name = f"{base}-{n}"
+
+
+@transaction.atomic
+def apikey_create(*, project: Project, label: str = "", by=None) -> tuple[ApiKey, str]:
+    """A new API key; the secret is returned once and never stored."""
+    label = (label or "").strip()
+    if len(label) > 100:
+        raise InvalidInput("A key label is at most 100 characters.", code="invalid_label")
+    quota = Quota.objects.select_for_update().get(project=project)
+    active = ApiKey.objects.filter(project=project, revoked_at__isnull=True).count()
+    if active >= quota.max_api_keys:
+        raise QuotaExceeded(
+            f"The project already has {active} active API keys (limit {quota.max_api_keys}); revoke one first.",
+            extra={"resource": "api_keys"},
+        )
+    new = tokens.make(API_KEY_PREFIX)
+    key = ApiKey.objects.create(project=project, label=label, prefix=new.lookup, key_hash=new.digest, created_by=by)
+    return key, new.secret
+
+
+def apikey_revoke(*, project: Project, key_id: int) -> ApiKey:
+    key = ApiKey.objects.filter(project=project, pk=key_id).first()
+    if key is None:
+        raise NotFound("No such API key.")
+    if key.revoked_at is None:
+        ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        key.refresh_from_db()
+    return key
+
+
+def apikey_authenticate(*, raw: str) -> ApiKey | None:
+    """The active key for a presented secret, or None. Constant-time on the hash."""
+    lookup = tokens.split(API_KEY_PREFIX, raw)
+    if lookup is None:
+        return None
+    key = ApiKey.objects.select_related("project").filter(prefix=lookup).first()
+    if key is None or key.revoked_at is not None or not tokens.matches(raw, key.key_hash):
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > _LAST_USED_RESOLUTION:
+        # A conditional update keeps the hot path to one cheap write a minute per key.
+        ApiKey.objects.filter(pk=key.pk).exclude(last_used_at__gt=now - _LAST_USED_RESOLUTION).update(last_used_at=now)
+        key.last_used_at = now
+    return key

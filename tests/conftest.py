@@ -1,0 +1,123 @@
+"""Shared fixtures: real Redis (embedded when REDIS_URL is unset), projects, users, API-key clients."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _redis_up():
+    proc = None
+    if settings.EULER_REDIS_EMBEDDED:
+        from euler import embedded_redis
+
+        proc = embedded_redis.start(settings.EULER_EMBEDDED_REDIS_SOCKET)
+    yield
+    if proc is not None:
+        from euler import embedded_redis
+
+        embedded_redis.stop(proc)
+
+
+def docker_available() -> str | None:
+    """None when a Docker engine answers, else why not."""
+    if shutil.which("docker") is None:
+        return "the docker CLI is not installed"
+    try:
+        out = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"docker info failed: {exc}"
+    if out.returncode != 0:
+        return "no Docker engine answers (start dockerd)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    why = docker_available()
+    if why:
+        if IN_CI:
+            pytest.fail(f"CI=true but Docker is unavailable: {why}")
+        pytest.skip(f"needs a Docker engine: {why}")
+    return True
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    def make(username: str, *, staff: bool = False, password: str = "pw-for-tests"):
+        return django_user_model.objects.create_user(
+            username=username, password=password, is_staff=staff, is_superuser=staff
+        )
+
+    return make
+
+
+@pytest.fixture
+def owner(make_user):
+    return make_user("olivia")
+
+
+@pytest.fixture
+def project(owner):
+    from quotas.services import project_create
+
+    return project_create(name="alpha", owner=owner)
+
+
+@pytest.fixture
+def other_project(make_user):
+    from quotas.services import project_create
+
+    return project_create(name="beta", owner=make_user("bob"))
+
+
+@pytest.fixture
+def api_key(project):
+    from quotas.services import apikey_create
+
+    _, secret = apikey_create(project=project, label="tests")
+    return secret
+
+
+@pytest.fixture
+def other_api_key(other_project):
+    from quotas.services import apikey_create
+
+    _, secret = apikey_create(project=other_project, label="other")
+    return secret
+
+
+@pytest.fixture
+def client_for():
+    def make(secret: str | None) -> APIClient:
+        c = APIClient()
+        if secret:
+            c.credentials(HTTP_X_EULER_API_KEY=secret)
+        return c
+
+    return make
+
+
+@pytest.fixture
+def api(client_for, api_key) -> APIClient:
+    """A client authenticated with the `alpha` project's API key."""
+    return client_for(api_key)
+
+
+@pytest.fixture
+def other_api(client_for, other_api_key) -> APIClient:
+    """A client authenticated with the `beta` project's API key."""
+    return client_for(other_api_key)
+
+
+@pytest.fixture
+def anon(client_for) -> APIClient:
+    return client_for(None)
