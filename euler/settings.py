@@ -137,9 +137,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("EULER_CELERY_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_BEAT_SCHEDULE: dict = {
-    # Each app adds its periodic tasks in its own section below.
-}
+CELERY_BEAT_SCHEDULE: dict = {}
 
 CHANNEL_LAYERS = {
     "default": {
@@ -236,6 +234,18 @@ EULER_FREE_QUOTA_INVOCATIONS = env_int("EULER_FREE_QUOTA_INVOCATIONS", 100_000, 
 EULER_FREE_QUOTA_CONCURRENT_JOBS = env_int("EULER_FREE_QUOTA_CONCURRENT_JOBS", 10, minimum=0)
 EULER_FREE_QUOTA_API_KEYS = env_int("EULER_FREE_QUOTA_API_KEYS", 20, minimum=0)
 EULER_QUOTA_GRACE = env_float("EULER_QUOTA_GRACE", 0.05, minimum=0)
+
+# Each app reads its own variables in <app>/conf.py; they are merged here, beat schedules too.
+from agents import conf as _agents_conf  # noqa: E402
+from gateway import conf as _gateway_conf  # noqa: E402
+from jobs import conf as _jobs_conf  # noqa: E402
+from nodes import conf as _nodes_conf  # noqa: E402
+
+for _conf in (_nodes_conf, _jobs_conf, _agents_conf, _gateway_conf):
+    for _name in dir(_conf):
+        if _name.startswith("EULER_"):
+            globals()[_name] = getattr(_conf, _name)
+    CELERY_BEAT_SCHEDULE.update(_conf.BEAT_SCHEDULE)
 
 LOGGING = {
     "version": 1,

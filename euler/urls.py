@@ -11,6 +11,15 @@ handler500 = "euler.errors.handler500"
 
 api_v1 = [
     path("", include("quotas.api.urls")),
+    path("", include("nodes.api.urls")),
+    path("", include("jobs.api.urls")),
+    path("", include("agents.api.urls")),
+    path("", include("gateway.api.urls")),
+]
+
+node_api_v1 = [
+    path("", include("nodes.node_api.urls")),
+    path("", include("jobs.node_api.urls")),
 ]
 
 urlpatterns = [
@@ -19,6 +28,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
+    path("node-api/v1/", include(node_api_v1)),
     path("admin/", admin.site.urls),
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
