@@ -1,0 +1,166 @@
+"""The node-agent wire protocol, version 1: the only code shared by the server views and the daemon.
+
+Both sides validate with these models. Requests from nodes are strict (unknown fields refused);
+replies parsed by the agent ignore unknown fields so that a newer server can add to them.
+Paths are relative to `<control plane>/node-api/v1/`. Authentication: `Authorization: Bearer euler_node_…`
+(except enroll, which carries the one-time enrollment token in its body).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+PROTOCOL_VERSION = 1
+
+PATH_ENROLL = "enroll"
+PATH_HEARTBEAT = "heartbeat"
+PATH_POLL = "poll"  # POST; long-poll held up to POLL_WAIT_SECONDS, answered at once when work arrives
+PATH_ATTEMPT_REPORT = "attempts/{attempt_id}/report"
+PATH_ATTEMPT_LOGS = "attempts/{attempt_id}/logs"
+
+POLL_WAIT_SECONDS = 25
+MAX_LOG_CHUNK_BYTES = 64 * 1024
+
+# Container labels the agent sets, used to adopt containers after a restart and to reap strays.
+LABEL_MANAGED = "euler.managed"
+LABEL_JOB = "euler.job"
+LABEL_ATTEMPT = "euler.attempt"
+LABEL_NODE = "euler.node"
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")]
+LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=r"^[A-Za-z0-9._-]*$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+# --- resources ------------------------------------------------------------------------------
+class GpuInfo(Strict):
+    uuid: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    index: int = Field(ge=0, le=63)
+    model: Annotated[str, StringConstraints(max_length=128)] = ""
+    memory_bytes: int = Field(ge=0)
+    memory_used_bytes: int = Field(default=0, ge=0)
+    utilization: float = Field(default=0, ge=0, le=100)
+
+
+class Resources(Strict):
+    cpu_milli: int = Field(ge=0, le=10_000_000)
+    memory_bytes: int = Field(ge=0)
+    gpus: list[GpuInfo] = Field(default_factory=list, max_length=64)
+    docker_version: Annotated[str, StringConstraints(max_length=64)] = ""
+
+
+# --- enroll ---------------------------------------------------------------------------------
+class EnrollRequest(Strict):
+    protocol_version: int = PROTOCOL_VERSION
+    token: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    name: Name
+    hostname: Annotated[str, StringConstraints(max_length=255)] = ""
+    region: Annotated[str, StringConstraints(max_length=63, pattern=r"^[A-Za-z0-9._-]*$")] = ""
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
+    agent_version: Annotated[str, StringConstraints(max_length=64)] = ""
+    resources: Resources
+
+
+class EnrollResponse(Lenient):
+    node_id: int
+    name: str
+    credential: str  # euler_node_…: shown once; the agent keeps it in its state dir (0600)
+    approval: Literal["pending", "approved", "rejected"]
+    heartbeat_interval: float
+
+
+# --- heartbeat ------------------------------------------------------------------------------
+class RunningAttempt(Strict):
+    attempt_id: int
+    state: Literal["starting", "running", "exited"]
+    container_id: Annotated[str, StringConstraints(max_length=128)] = ""
+    exit_code: int | None = None
+
+
+class Heartbeat(Strict):
+    protocol_version: int = PROTOCOL_VERSION
+    agent_version: Annotated[str, StringConstraints(max_length=64)] = ""
+    resources: Resources
+    running: list[RunningAttempt] = Field(default_factory=list, max_length=1024)
+
+
+class Command(Lenient):
+    type: Literal["stop_attempt"]
+    attempt_id: int
+    reason: str = ""  # cancelled | timeout | stale_attempt | quota_exceeded | node_draining
+
+
+class HeartbeatReply(Lenient):
+    approval: Literal["pending", "approved", "rejected"]
+    draining: bool = False
+    heartbeat_interval: float
+    commands: list[Command] = Field(default_factory=list)
+
+
+# --- work -----------------------------------------------------------------------------------
+class Assignment(Lenient):
+    attempt_id: int
+    job_id: int
+    attempt_number: int
+    image: str
+    command: list[str]
+    env: dict[str, str] = Field(default_factory=dict)  # only ever sent to platform nodes
+    cpu_milli: int
+    memory_bytes: int
+    gpu_uuids: list[str] = Field(default_factory=list)
+    timeout_seconds: int
+    pids_limit: int = 512
+
+
+class PollRequest(Strict):
+    wait: float = Field(default=POLL_WAIT_SECONDS, ge=0, le=60)
+
+
+class PollReply(Lenient):
+    assignments: list[Assignment] = Field(default_factory=list)
+    commands: list[Command] = Field(default_factory=list)
+
+
+ExitReason = Literal["exited", "oom", "timeout", "image_pull_failed", "start_failed", "cancelled", "lost"]
+
+
+class AttemptReport(Strict):
+    """Reported when the container starts (`running`) and when it ends (`ended`)."""
+
+    state: Literal["running", "ended"]
+    exit_code: int | None = None
+    reason: ExitReason | None = None  # for `ended`: why; `exited` means a plain exit with exit_code
+    message: Annotated[str, StringConstraints(max_length=2000)] = ""
+    container_id: Annotated[str, StringConstraints(max_length=128)] = ""
+
+
+class ReportReply(Lenient):
+    accepted: bool
+    stop: bool = False  # true when the attempt is no longer current (fenced): stop its container
+
+
+class LogChunk(Strict):
+    seq: int = Field(ge=0)
+    offset: int = Field(ge=0)  # byte offset of `data` in the attempt's combined stream
+    stream: Literal["stdout", "stderr"]
+    data: Annotated[str, StringConstraints(max_length=MAX_LOG_CHUNK_BYTES)]
+
+
+class LogBatch(Strict):
+    chunks: list[LogChunk] = Field(max_length=64)
+
+
+class LogReply(Lenient):
+    stored: int
+    duplicates: int = 0
+    last_seq: int | None = None
