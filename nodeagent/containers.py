@@ -1,0 +1,54 @@
+"""Pure container spec builder: an Assignment becomes docker-py `containers.create` kwargs, from a whitelist.
+
+Whatever the server sends, only these options ever reach Docker: no privileged mode, host namespaces,
+binds, volumes, devices or extra capabilities can be expressed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docker.types import DeviceRequest
+
+from nodeagent import protocol
+
+DEFAULT_PIDS_LIMIT = 512
+MAX_PIDS_LIMIT = 65_536
+MIN_MEMORY_BYTES = 4 * 1024 * 1024
+
+
+def container_name(*, node_name: str, attempt_id: int) -> str:
+    return f"euler-{node_name}-a{attempt_id}"
+
+
+def labels_for(*, node_name: str, job_id: int, attempt_id: int) -> dict[str, str]:
+    return {
+        protocol.LABEL_MANAGED: "true",
+        protocol.LABEL_JOB: str(job_id),
+        protocol.LABEL_ATTEMPT: str(attempt_id),
+        protocol.LABEL_NODE: node_name,
+    }
+
+
+def create_kwargs(assignment: protocol.Assignment | dict, *, node_name: str) -> dict[str, Any]:
+    """The exact kwargs for `client.containers.create(**kwargs)`; unknown input fields are ignored."""
+    a = assignment if isinstance(assignment, protocol.Assignment) else protocol.Assignment.model_validate(assignment)
+    pids = a.pids_limit if 0 < a.pids_limit <= MAX_PIDS_LIMIT else DEFAULT_PIDS_LIMIT
+    memory = max(int(a.memory_bytes), MIN_MEMORY_BYTES)
+    kwargs: dict[str, Any] = {
+        "image": a.image,
+        "command": list(a.command),
+        "environment": {str(k): str(v) for k, v in a.env.items()},
+        "name": container_name(node_name=node_name, attempt_id=a.attempt_id),
+        "labels": labels_for(node_name=node_name, job_id=a.job_id, attempt_id=a.attempt_id),
+        "nano_cpus": max(int(a.cpu_milli), 1) * 1_000_000,
+        "mem_limit": memory,
+        "memswap_limit": memory,
+        "pids_limit": pids,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "detach": True,
+    }
+    if a.gpu_uuids:
+        kwargs["device_requests"] = [DeviceRequest(device_ids=list(a.gpu_uuids), capabilities=[["gpu"]])]
+    return kwargs

@@ -1,0 +1,90 @@
+"""The container spec builder turns an assignment into exactly the whitelisted docker-py kwargs."""
+
+from __future__ import annotations
+
+from docker.types import DeviceRequest
+
+from nodeagent import containers, protocol
+
+
+def assignment(**over) -> dict:
+    base = {
+        "attempt_id": 7,
+        "job_id": 3,
+        "attempt_number": 1,
+        "image": "euler-test/busybox",
+        "command": ["sh", "-c", "echo hello from Euler"],
+        "env": {"GREETING": "hi"},
+        "cpu_milli": 500,
+        "memory_bytes": 64 * 1024 * 1024,
+        "timeout_seconds": 60,
+    }
+    return base | over
+
+
+def test_it_builds_exactly_the_whitelisted_kwargs():
+    kwargs = containers.create_kwargs(assignment(), node_name="n1")
+    assert kwargs == {
+        "image": "euler-test/busybox",
+        "command": ["sh", "-c", "echo hello from Euler"],
+        "environment": {"GREETING": "hi"},
+        "name": "euler-n1-a7",
+        "labels": {"euler.managed": "true", "euler.job": "3", "euler.attempt": "7", "euler.node": "n1"},
+        "nano_cpus": 500_000_000,
+        "mem_limit": 64 * 1024 * 1024,
+        "memswap_limit": 64 * 1024 * 1024,
+        "pids_limit": 512,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "detach": True,
+    }
+
+
+def test_it_passes_gpus_by_uuid_as_a_device_request():
+    kwargs = containers.create_kwargs(assignment(gpu_uuids=["GPU-aaa", "GPU-bbb"]), node_name="n1")
+    assert kwargs["device_requests"] == [DeviceRequest(device_ids=["GPU-aaa", "GPU-bbb"], capabilities=[["gpu"]])]
+    assert dict(kwargs["device_requests"][0]) == {
+        "Driver": "",
+        "Count": 0,
+        "DeviceIDs": ["GPU-aaa", "GPU-bbb"],
+        "Capabilities": [["gpu"]],
+        "Options": {},
+    }
+
+
+def test_it_ignores_every_option_outside_the_whitelist():
+    hostile = assignment(
+        privileged=True,
+        volumes={"/": {"bind": "/host"}},
+        binds=["/var/run/docker.sock:/var/run/docker.sock"],
+        mounts=["/etc"],
+        network_mode="host",
+        pid_mode="host",
+        ipc_mode="host",
+        cap_add=["SYS_ADMIN"],
+        devices=["/dev/sda"],
+        security_opt=["seccomp=unconfined"],
+        user="root",
+        runtime="runc",
+    )
+    kwargs = containers.create_kwargs(hostile, node_name="n1")
+    assert kwargs == containers.create_kwargs(assignment(), node_name="n1")
+
+
+def test_it_accepts_a_protocol_assignment_and_keeps_a_custom_pids_limit():
+    a = protocol.Assignment.model_validate(assignment(pids_limit=64, env={}))
+    kwargs = containers.create_kwargs(a, node_name="n1")
+    assert kwargs["pids_limit"] == 64
+    assert kwargs["environment"] == {}
+    assert "device_requests" not in kwargs
+
+
+def test_it_falls_back_to_the_default_pids_limit_when_the_value_is_out_of_range():
+    assert containers.create_kwargs(assignment(pids_limit=0), node_name="n1")["pids_limit"] == 512
+    assert containers.create_kwargs(assignment(pids_limit=10**9), node_name="n1")["pids_limit"] == 512
+
+
+def test_it_never_goes_below_the_minimum_memory_or_one_milli_cpu():
+    kwargs = containers.create_kwargs(assignment(memory_bytes=1, cpu_milli=0), node_name="n1")
+    assert kwargs["mem_limit"] == kwargs["memswap_limit"] == 4 * 1024 * 1024
+    assert kwargs["nano_cpus"] == 1_000_000
