@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import jwt
+import requests
 from django.contrib.auth import get_user_model
+from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
@@ -19,6 +22,24 @@ class EulerOIDCBackend(OIDCAuthenticationBackend):
         if not sub:
             return self.UserModel.objects.none()
         return self.UserModel.objects.filter(oidc_identity__subject=sub)
+
+    def retrieve_matching_jwk(self, token):
+        header = jwt.get_unverified_header(token)
+        if "kid" in header:
+            return super().retrieve_matching_jwk(token)
+        # Some providers sign with a single key and omit `kid`: accept only an unambiguous match.
+        response = requests.get(
+            self.OIDC_OP_JWKS_ENDPOINT,
+            verify=self.get_settings("OIDC_VERIFY_SSL", True),
+            timeout=self.get_settings("OIDC_TIMEOUT", 10),
+        )
+        response.raise_for_status()
+        candidates = [
+            k for k in response.json().get("keys", []) if k.get("alg", header.get("alg")) == header.get("alg")
+        ]
+        if len(candidates) != 1:
+            raise SuspiciousOperation("The ID token names no key (kid) and the provider has several.")
+        return jwt.PyJWK(candidates[0])
 
     def verify_claims(self, claims) -> bool:
         return bool(claims.get("sub"))
