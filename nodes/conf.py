@@ -2,4 +2,21 @@
 
 from euler.env import env_bool, env_float, env_int, env_list, env_str  # noqa: F401
 
-BEAT_SCHEDULE: dict = {}
+# A node that has not sent a heartbeat for this long is marked offline (its attempts become lost).
+EULER_NODE_OFFLINE_AFTER = env_float("EULER_NODE_OFFLINE_AFTER", 30.0, minimum=1.0)
+# How often the beat task looks for silent nodes.
+EULER_NODE_OFFLINE_CHECK_EVERY = env_float("EULER_NODE_OFFLINE_CHECK_EVERY", 5.0, minimum=0.5)
+# Heartbeat interval told to nodes: at least MIN, scaled so that all nodes together send at most
+# MAX_RATE per second (Nomad-style), never above half the offline window; shortened by up to JITTER.
+EULER_NODE_HEARTBEAT_MIN_INTERVAL = env_float("EULER_NODE_HEARTBEAT_MIN_INTERVAL", 5.0, minimum=0.1)
+EULER_NODE_HEARTBEAT_MAX_RATE = env_float("EULER_NODE_HEARTBEAT_MAX_RATE", 1000.0, minimum=1.0)
+EULER_NODE_HEARTBEAT_JITTER = env_float("EULER_NODE_HEARTBEAT_JITTER", 0.1, minimum=0.0)
+# Client networks allowed to call the node endpoints over plain HTTP (CIDRs); everyone else needs HTTPS.
+EULER_NODE_HTTP_ALLOWED_NETWORKS = env_list("EULER_NODE_HTTP_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
+# Enrollment tokens: default and maximum lifetime in seconds.
+EULER_ENROLLMENT_TOKEN_TTL = env_int("EULER_ENROLLMENT_TOKEN_TTL", 3600, minimum=60, maximum=7 * 86400)
+EULER_ENROLLMENT_TOKEN_MAX_TTL = 7 * 86400
+
+BEAT_SCHEDULE: dict = {
+    "nodes-mark-offline": {"task": "nodes.tasks.mark_offline", "schedule": EULER_NODE_OFFLINE_CHECK_EVERY},
+}

@@ -1,0 +1,51 @@
+"""Node authentication and the HTTPS rule for node endpoints (pure parts first, then the DB lookup)."""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import lru_cache
+
+from euler import tokens
+
+CREDENTIAL_PREFIX = "euler_node_"
+ENROLLMENT_PREFIX = "euler_enroll_"
+
+
+@lru_cache(maxsize=16)
+def _networks(spec: tuple[str, ...]) -> tuple:
+    return tuple(ipaddress.ip_network(item, strict=False) for item in spec)
+
+
+def address_allowed(address: str | None, networks: tuple[str, ...] | list[str]) -> bool:
+    """Whether a client address may use plain HTTP: it lies in one of the configured networks."""
+    if not address:
+        return False
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in net for net in _networks(tuple(networks)) if net.version == ip.version)
+
+
+def bearer(header: str | None) -> str | None:
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+def node_for_credential(raw: str):
+    """The node a credential belongs to, or None (unknown, revoked, rotated away). One query."""
+    from nodes.models import Node
+
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw)
+    if lookup is None:
+        return None
+    node = Node.objects.filter(credential_lookup=lookup).first()
+    if node is None or not tokens.matches(raw, node.credential_digest):
+        return None
+    return node

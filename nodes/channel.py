@@ -1,0 +1,160 @@
+"""The assignment channel: wake-ups through Redis, and the hooks the jobs app plugs into poll and heartbeat.
+
+`wake(node_id)` publishes on Redis; every web process listens on one pattern subscription per event
+loop and sets the asyncio events of the long-polls waiting for that node, which then ask the
+providers again. Providers and hooks are registered in the consuming app's `AppConfig.ready()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from nodeagent import protocol
+
+log = logging.getLogger(__name__)
+
+WAKE_PREFIX = "euler:node-wake:"
+
+PollProvider = Callable[..., tuple[list[protocol.Assignment], list[protocol.Command]]]
+HeartbeatHook = Callable[..., list[protocol.Command]]
+
+_poll_providers: list[PollProvider] = []
+_heartbeat_hooks: list[HeartbeatHook] = []
+
+
+def register_poll_provider(fn: PollProvider) -> PollProvider:
+    if fn not in _poll_providers:
+        _poll_providers.append(fn)
+    return fn
+
+
+def register_heartbeat_hook(fn: HeartbeatHook) -> HeartbeatHook:
+    if fn not in _heartbeat_hooks:
+        _heartbeat_hooks.append(fn)
+    return fn
+
+
+def poll_work(node) -> tuple[list[protocol.Assignment], list[protocol.Command]]:
+    """Everything the providers have for this node now (sync: call through sync_to_async from async code)."""
+    assignments: list[protocol.Assignment] = []
+    commands: list[protocol.Command] = []
+    for fn in _poll_providers:
+        a, c = fn(node)
+        assignments.extend(a)
+        commands.extend(c)
+    return assignments, commands
+
+
+def heartbeat_commands(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
+    commands: list[protocol.Command] = []
+    for fn in _heartbeat_hooks:
+        commands.extend(fn(node, hb))
+    return commands
+
+
+def wake(node_id: int) -> None:
+    """Answer the node's long-poll now (it asks the providers again). Never raises: a lost wake-up
+    only delays work until the next poll."""
+    from euler.redis import client
+
+    try:
+        client().publish(f"{WAKE_PREFIX}{node_id}", b"1")
+    except Exception as exc:  # noqa: BLE001 - Redis down must not fail the caller's transaction
+        log.warning("node wake-up for %s not sent: %s", node_id, type(exc).__name__)
+
+
+class _Listener:
+    """One pattern subscription per event loop, fanning wake-ups out to waiting polls."""
+
+    def __init__(self) -> None:
+        self.waiters: dict[int, set[asyncio.Event]] = {}
+        self.ready = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    async def run(self) -> None:
+        from euler.redis import async_client
+
+        while True:
+            pubsub = async_client().pubsub()
+            try:
+                await pubsub.psubscribe(f"{WAKE_PREFIX}*")
+                self.ready.set()
+                # A reconnect may have missed wake-ups: wake everyone, they re-ask the providers.
+                self._wake_all()
+                while True:
+                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30)
+                    if msg is None or msg.get("type") != "pmessage":
+                        continue
+                    channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
+                    try:
+                        node_id = int(channel[len(WAKE_PREFIX) :])
+                    except ValueError:
+                        continue
+                    for event in self.waiters.get(node_id, ()):
+                        event.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep listening through Redis restarts
+                self.ready.clear()
+                log.warning("node wake-up listener lost Redis (%s); retrying", type(exc).__name__)
+                await asyncio.sleep(1)
+            finally:
+                try:
+                    await pubsub.aclose()
+                except Exception:  # noqa: BLE001, S110
+                    pass
+
+    def _wake_all(self) -> None:
+        for events in self.waiters.values():
+            for event in events:
+                event.set()
+
+
+_listeners: dict[int, _Listener] = {}
+
+
+async def _listener() -> _Listener:
+    loop = asyncio.get_running_loop()
+    listener = _listeners.get(id(loop))
+    if listener is None or listener.task is None or listener.task.done():
+        listener = _Listener()
+        listener.task = loop.create_task(listener.run())
+        _listeners[id(loop)] = listener
+    try:
+        await asyncio.wait_for(listener.ready.wait(), timeout=2)
+    except TimeoutError:
+        log.warning("node wake-up listener is not subscribed yet; polls fall back to their timeout")
+    return listener
+
+
+class Waiter:
+    """`async with Waiter(node_id) as w: ... await w.wait(timeout)` — registered before the providers are
+    asked, so a wake-up between asking and waiting is not lost."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.event = asyncio.Event()
+        self.listener: _Listener | None = None
+
+    async def __aenter__(self) -> Waiter:
+        self.listener = await _listener()
+        self.listener.waiters.setdefault(self.node_id, set()).add(self.event)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        events = self.listener.waiters.get(self.node_id)
+        if events is not None:
+            events.discard(self.event)
+            if not events:
+                self.listener.waiters.pop(self.node_id, None)
+
+    async def wait(self, timeout: float) -> bool:
+        """True when woken, False on timeout; re-arms for the next wait."""
+        try:
+            await asyncio.wait_for(self.event.wait(), timeout=timeout)
+        except TimeoutError:
+            return False
+        self.event.clear()
+        return True

@@ -1,0 +1,119 @@
+"""Nodes: the machines that run work, their one-time enrollment tokens, and what happened to them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class TrustLevel(models.TextChoices):
+    PLATFORM = "platform", "Platform"
+    COMMUNITY = "community", "Community"
+    UNTRUSTED = "untrusted", "Untrusted"
+
+
+class Approval(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+
+
+class EventKind(models.TextChoices):
+    ENROLLED = "enrolled", "Enrolled"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    TRUST_CHANGED = "trust_changed", "Trust changed"
+    POOL_CHANGED = "pool_changed", "Public pool changed"
+    DRAINED = "drained", "Drained"
+    UNDRAINED = "undrained", "Undrained"
+    ONLINE = "online", "Back online"
+    OFFLINE = "offline", "Offline"
+    GPUS_CHANGED = "gpus_changed", "GPU set changed"
+    CREDENTIAL_ROTATED = "credential_rotated", "Credential rotated"
+    CREDENTIAL_REVOKED = "credential_revoked", "Credential revoked"
+
+
+class Node(models.Model):
+    name = models.CharField(max_length=63, unique=True)
+    region = models.CharField(max_length=63, blank=True, default="")
+    labels = models.JSONField(default=dict, blank=True)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    agent_version = models.CharField(max_length=64, blank=True, default="")
+    docker_version = models.CharField(max_length=64, blank=True, default="")
+    owner_project = models.ForeignKey(
+        "quotas.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes"
+    )
+    trust = models.CharField(max_length=10, choices=TrustLevel.choices, default=TrustLevel.UNTRUSTED)
+    public_pool = models.BooleanField(default=False)
+    approval = models.CharField(max_length=10, choices=Approval.choices, default=Approval.PENDING, db_index=True)
+    draining = models.BooleanField(default=False)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Stored rather than computed so that the offline transition happens once, with an event and a signal.
+    online = models.BooleanField(default=False)
+    cpu_milli = models.BigIntegerField(default=0)
+    memory_bytes = models.BigIntegerField(default=0)
+    gpus = models.JSONField(default=list, blank=True)  # list of protocol.GpuInfo dicts, live figures included
+    gpu_fingerprint = models.CharField(max_length=64, blank=True, default="")  # pinned at approval
+    # Kept by the scheduler (jobs app) as it places and frees attempts; shown as free capacity.
+    allocated_cpu_milli = models.BigIntegerField(default=0)
+    allocated_memory_bytes = models.BigIntegerField(default=0)
+    allocated_gpus = models.JSONField(default=list, blank=True)  # GPU UUIDs in use
+    # The node credential (euler_node_…): a lookup prefix in clear and the SHA-256 of the whole secret.
+    credential_lookup = models.CharField(max_length=16, unique=True, null=True, blank=True)
+    credential_digest = models.CharField(max_length=64, blank=True, default="")
+    enrolled_at = models.DateTimeField(auto_now_add=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [models.Index(fields=["approval", "online", "last_heartbeat_at"], name="node_liveness")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus or [])
+
+
+class EnrollmentToken(models.Model):
+    """One-time, expiring: a project's token enrolls a node that project owns; a staff token a platform node."""
+
+    project = models.ForeignKey(
+        "quotas.Project", null=True, blank=True, on_delete=models.CASCADE, related_name="enrollment_tokens"
+    )
+    lookup = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    trust = models.CharField(max_length=10, choices=TrustLevel.choices, default=TrustLevel.UNTRUSTED)
+    region = models.CharField(max_length=63, blank=True, default="")
+    labels = models.JSONField(default=dict, blank=True)
+    label = models.CharField(max_length=100, blank=True, default="")
+    # Development only (`make up`): the node is approved as soon as it enrolls.
+    auto_approve = models.BooleanField(default=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"euler_enroll_{self.lookup}…"
+
+
+class NodeEvent(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    message = models.CharField(max_length=1000, blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["node", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} {self.kind}"

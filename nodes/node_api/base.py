@@ -1,0 +1,112 @@
+"""NodeAPIView: the base of every node-agent endpoint (own auth, the HTTPS rule, protocol parsing)."""
+
+from __future__ import annotations
+
+import json
+
+import pydantic
+from django.conf import settings
+from rest_framework import authentication, exceptions, permissions
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.views import APIView
+
+from euler.errors import EulerError, Forbidden, InvalidInput, Unauthorized
+from nodes.auth import address_allowed, bearer, node_for_credential
+
+
+class NodeUser:
+    """The caller behind a node credential: authenticated for the node endpoints only."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+    is_active = True
+    pk = None
+    id = None
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    def __str__(self) -> str:
+        return f"node:{self.node.name}"
+
+
+class NodeRejected(EulerError):
+    code = "node_rejected"
+    status_code = 401
+    message = "This node was rejected by an operator."
+
+
+class NodeCredentialAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request):
+        raw = bearer(request.META.get("HTTP_AUTHORIZATION"))
+        if raw is None:
+            raise Unauthorized(
+                "Send the node credential as 'Authorization: Bearer euler_node_…'.", code="no_credential"
+            )
+        node = node_for_credential(raw)
+        if node is None:
+            raise Unauthorized("The node credential is unknown or revoked.", code="invalid_node_credential")
+        if node.approval == "rejected":
+            raise NodeRejected()
+        return NodeUser(node), node
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="euler-node"'
+
+
+class IsNode(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.user, NodeUser)
+
+
+def https_ok(request) -> bool:
+    """Node endpoints refuse plain HTTP unless the client is in EULER_NODE_HTTP_ALLOWED_NETWORKS."""
+    if request.is_secure():
+        return True
+    return address_allowed(request.META.get("REMOTE_ADDR"), tuple(settings.EULER_NODE_HTTP_ALLOWED_NETWORKS))
+
+
+def check_https(request) -> None:
+    if not https_ok(request):
+        raise Forbidden("Node endpoints require HTTPS.", code="https_required")
+
+
+class NodeAPIView(APIView):
+    """Authenticates `Authorization: Bearer euler_node_…` (sets `request.node`), enforces HTTPS, parses bodies."""
+
+    authentication_classes = [NodeCredentialAuthentication]
+    permission_classes = [IsNode]
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+    throttle_classes: list = []
+
+    def initial(self, request, *args, **kwargs):
+        check_https(request)  # before authentication: never look at a credential sent in clear
+        super().initial(request, *args, **kwargs)
+        request.node = request.auth
+
+    def parse(self, request, model: type[pydantic.BaseModel], *, code: str = "invalid_request"):
+        """The request body validated by a protocol model; 400 with `code` when it does not fit."""
+        try:
+            data = request.data
+        except exceptions.ParseError as exc:
+            raise InvalidInput(f"The body is not valid JSON: {exc.detail}", code=code) from None
+        if not isinstance(data, dict):
+            raise InvalidInput("The body must be a JSON object.", code=code)
+        try:
+            return model.model_validate(data)
+        except pydantic.ValidationError as exc:
+            raise InvalidInput(_describe(exc), code=code, extra={"errors": _errors(exc)}) from None
+
+
+def _describe(exc: pydantic.ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return f"{where}: {first['msg']}"
+
+
+def _errors(exc: pydantic.ValidationError) -> list[dict]:
+    return json.loads(exc.json(include_url=False, include_input=False))
