@@ -1,0 +1,184 @@
+"""The Docker side of the executor: image, create/start, logs, wait, OOM, stop, remove, list by label."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import docker
+from docker import errors as derrors
+
+from nodeagent import protocol
+
+STOP_GRACE_SECONDS = 10
+
+
+class RunnerError(Exception):
+    """A Docker failure with the reason the executor reports (`image_pull_failed`, `start_failed`)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message[:2000]
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    container_id: str
+    status: str  # created | running | exited | dead | ...
+    exit_code: int | None
+    oom_killed: bool
+    labels: dict
+
+    @property
+    def attempt_id(self) -> int | None:
+        try:
+            return int(self.labels.get(protocol.LABEL_ATTEMPT, ""))
+        except ValueError:
+            return None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {"exited", "dead"}
+
+
+def _state(attrs: dict) -> ContainerState:
+    st = attrs.get("State") or {}
+    status = st.get("Status", "")
+    return ContainerState(
+        container_id=attrs["Id"],
+        status=status,
+        exit_code=st.get("ExitCode") if status in {"exited", "dead"} else None,
+        oom_killed=bool(st.get("OOMKilled")),
+        labels=(attrs.get("Config") or {}).get("Labels") or {},
+    )
+
+
+class LogStream:
+    """Follows a container's stdout/stderr from the start: yields (stream, bytes) in Docker's stored order."""
+
+    def __init__(self, api, container_id: str):
+        self._res = api._get(
+            api._url("/containers/{0}/logs", container_id),
+            params={"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 0},
+            stream=True,
+        )
+        api._raise_for_status(self._res)
+        api._disable_socket_timeout(api._get_raw_response_socket(self._res))
+
+    def __iter__(self) -> Iterator[tuple[str, bytes]]:
+        raw = self._res.raw
+        try:
+            while True:
+                header = raw.read(8)
+                if len(header) < 8:
+                    return
+                kind, length = struct.unpack(">BxxxL", header)
+                data = raw.read(length) if length else b""
+                if length and not data:
+                    return
+                yield ("stderr" if kind == 2 else "stdout"), data
+        except (OSError, ValueError, AttributeError):
+            return  # closed under us: the reader is being shut down
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing a dead socket is not an error
+            self._res.close()
+
+
+class DockerRunner:
+    def __init__(self, client: docker.DockerClient | None = None):
+        self.client = client or docker.from_env(timeout=120)
+
+    # --- images and creation -------------------------------------------------------------
+    def ensure_image(self, image: str) -> None:
+        """The image is used if present, else pulled; anything else is `image_pull_failed`."""
+        try:
+            self.client.images.get(image)
+            return
+        except derrors.ImageNotFound:
+            pass
+        except derrors.APIError as exc:
+            raise RunnerError("image_pull_failed", f"{image}: {exc.explanation or exc}") from None
+        repo, tag = _split_image(image)
+        try:
+            self.client.images.pull(repo, tag=tag)
+        except (derrors.APIError, derrors.DockerException) as exc:
+            raise RunnerError("image_pull_failed", f"{image}: {getattr(exc, 'explanation', None) or exc}") from None
+
+    def create_and_start(self, kwargs: dict) -> str:
+        """Create (or find, when a container of that name already exists) and start; returns the id."""
+        create = {k: v for k, v in kwargs.items() if k != "detach"}
+        try:
+            container = self.client.containers.create(**create)
+        except derrors.ImageNotFound as exc:
+            raise RunnerError("image_pull_failed", str(exc.explanation or exc)) from None
+        except derrors.APIError as exc:
+            if exc.status_code == 409 and "name" in create:
+                container = self.client.containers.get(create["name"])
+            else:
+                raise RunnerError("start_failed", str(exc.explanation or exc)) from None
+        try:
+            if container.status == "created":
+                container.start()
+        except derrors.APIError as exc:
+            self.remove(container.id)
+            raise RunnerError("start_failed", str(exc.explanation or exc)) from None
+        return container.id
+
+    # --- running containers ----------------------------------------------------------------
+    def logs(self, container_id: str) -> LogStream:
+        return LogStream(self.client.api, container_id)
+
+    def wait(self, container_id: str) -> int:
+        return int(self.client.api.wait(container_id)["StatusCode"])
+
+    def inspect(self, container_id: str) -> ContainerState | None:
+        try:
+            return _state(self.client.api.inspect_container(container_id))
+        except derrors.NotFound:
+            return None
+
+    def stop(self, container_id: str, *, grace: int = STOP_GRACE_SECONDS) -> None:
+        """SIGTERM, `grace` seconds, then SIGKILL (Docker's stop)."""
+        try:
+            self.client.api.stop(container_id, timeout=grace)
+        except derrors.NotFound:
+            pass
+
+    def remove(self, container_id: str) -> None:
+        try:
+            self.client.api.remove_container(container_id, force=True)
+        except derrors.NotFound:
+            pass
+        except derrors.APIError as exc:
+            if exc.status_code != 409:  # 409: removal already in progress
+                raise
+
+    def list_managed(self, *, node_name: str) -> list[ContainerState]:
+        found = self.client.api.containers(
+            all=True, filters={"label": [f"{protocol.LABEL_MANAGED}=true", f"{protocol.LABEL_NODE}={node_name}"]}
+        )
+        states = []
+        for c in found:
+            attrs = {"Id": c["Id"], "State": {"Status": c.get("State", "")}, "Config": {"Labels": c.get("Labels")}}
+            states.append(_state(attrs))
+        return states
+
+    def find_attempt(self, *, node_name: str, attempt_id: int) -> ContainerState | None:
+        for c in self.list_managed(node_name=node_name):
+            if c.attempt_id == attempt_id:
+                return self.inspect(c.container_id)
+        return None
+
+
+def _split_image(image: str) -> tuple[str, str | None]:
+    if "@" in image:
+        return image, None
+    last = image.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, _, tag = image.rpartition(":")
+        return repo, tag
+    return image, "latest"
