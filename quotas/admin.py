@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from quotas.models import ApiKey, Membership, Project, Quota, UsageEntry
+from quotas.models import ApiKey, Invitation, Membership, Project, Quota, UsageEntry
 
 
 class MembershipInline(admin.TabularInline):
@@ -44,3 +44,15 @@ class QuotaAdmin(admin.ModelAdmin):
 class UsageEntryAdmin(admin.ModelAdmin):
     list_display = ["project", "day", "resource", "agent_name", "amount"]
     list_filter = ["resource", "day"]
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "project", "role", "created_at", "expires_at", "used_at", "revoked_at"]
+    list_filter = ["project", "role"]
+    # The token hash is never shown; links are created through the console or the API.
+    fields = ["project", "role", "prefix", "created_by", "created_at", "expires_at", "used_at", "used_by", "revoked_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request) -> bool:
+        return False

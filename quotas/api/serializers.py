@@ -1,7 +1,8 @@
+from django.utils import timezone
 from rest_framework import serializers
 
 from euler.api import StrictSerializer
-from quotas.models import ApiKey
+from quotas.models import ApiKey, Invitation, Role
 
 
 class ApiKeyCreateIn(StrictSerializer):
@@ -41,3 +42,63 @@ class ProjectOut(serializers.Serializer):
     period = serializers.DictField()
     quota = serializers.DictField()
     usage = serializers.DictField(child=UsageFigureOut())
+
+
+class InvitationCreateIn(StrictSerializer):
+    role = serializers.ChoiceField(choices=Role.choices, required=False, default=Role.MEMBER)
+    expires_in_days = serializers.IntegerField(
+        min_value=1, max_value=90, required=False, default=7, help_text="Days until the link expires (default 7)."
+    )
+
+
+class InvitationOut(serializers.ModelSerializer):
+    prefix = serializers.SerializerMethodField()
+    state = serializers.SerializerMethodField()
+    created_by = serializers.SerializerMethodField()
+    used_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Invitation
+        fields = [
+            "id",
+            "prefix",
+            "role",
+            "state",
+            "created_at",
+            "expires_at",
+            "used_at",
+            "revoked_at",
+            "created_by",
+            "used_by",
+        ]
+
+    def get_prefix(self, obj) -> str:
+        return f"euler_inv_{obj.prefix}"
+
+    def get_state(self, obj) -> str:
+        return obj.state(timezone.now())
+
+    def get_created_by(self, obj) -> str | None:
+        return obj.created_by.get_username() if obj.created_by else None
+
+    def get_used_by(self, obj) -> str | None:
+        return obj.used_by.get_username() if obj.used_by else None
+
+
+class InvitationCreatedOut(InvitationOut):
+    token = serializers.CharField(help_text="The secret token. Shown once: share the link now.")
+    url = serializers.CharField(help_text="The join link (contains the token).")
+
+    class Meta(InvitationOut.Meta):
+        fields = [*InvitationOut.Meta.fields, "token", "url"]
+
+
+class MemberOut(serializers.Serializer):
+    user_id = serializers.IntegerField(source="user.pk")
+    username = serializers.CharField(source="user.username")
+    role = serializers.CharField()
+    joined_at = serializers.DateTimeField(source="created_at")
+
+
+class MemberUpdateIn(StrictSerializer):
+    role = serializers.ChoiceField(choices=Role.choices)
