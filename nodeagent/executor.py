@@ -1,34 +1,164 @@
-"""Runs assignments as hardened containers on this host (skeleton; the full executor follows)."""
+"""Runs assignments as hardened containers on this host and reports them: the daemon's Executor.
+
+One thread per attempt drives its life: image, create/start, `running` report, log shipping, timeout
+and stop requests, exit (OOM included), the `ended` report once the logs are shipped, removal. A small
+JSON record per attempt in the state dir (never the env) lets a restarted agent adopt its containers.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import threading
+import time
 from pathlib import Path
 
 from nodeagent import protocol
+from nodeagent.attempt_run import AttemptRun
+from nodeagent.logship import DEFAULT_SPOOL_BYTES
+
+REAP_EVERY_SECONDS = 30.0
 
 
 class Executor:
-    def __init__(self, *, client, node_name: str, state_dir: Path, logger: logging.Logger | None = None):
+    def __init__(
+        self,
+        *,
+        client,
+        node_name: str,
+        state_dir: Path,
+        logger: logging.Logger | None = None,
+        runner=None,
+        stop_grace: int = 10,
+        max_spool_bytes: int | None = None,
+    ):
+        from nodeagent.docker_runner import DockerRunner
+
         self.client = client
         self.node_name = node_name
         self.state_dir = Path(state_dir)
         self.log = logger or logging.getLogger("euler.nodeagent.executor")
+        self.runner = runner or DockerRunner()
+        self.stop_grace = stop_grace
+        self.max_spool_bytes = max_spool_bytes or int(
+            os.environ.get("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES)
+        )
+        self.records_dir = self.state_dir / "attempts"
+        self.spool_dir = self.state_dir / "logs"
+        self.records_dir.mkdir(parents=True, exist_ok=True)
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        self.closing = threading.Event()
+        self._lock = threading.Lock()
+        self._runs: dict[int, AttemptRun] = {}
+        self._next_reap = time.monotonic() + REAP_EVERY_SECONDS
+        self._reaping = False
 
+    # --- the daemon's interface ------------------------------------------------------------------
     def adopt(self) -> None:
-        """Called once after enrolling: take over the containers of our current attempts."""
+        """Take over this node's labelled containers (their attempts' records give deadlines), then reap."""
+        records = {}
+        for path in self.records_dir.glob("*.json"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                rec = json.loads(path.read_text())
+                records[int(rec["attempt_id"])] = rec
+        for c in self.runner.list_managed(node_name=self.node_name):
+            attempt_id = c.attempt_id
+            if attempt_id is None:
+                continue
+            rec = records.pop(attempt_id, None) or {
+                "attempt_id": attempt_id,
+                "job_id": int(c.labels.get(protocol.LABEL_JOB, "0") or 0),
+            }
+            rec["container_id"] = c.container_id
+            self._launch(AttemptRun(self, rec, assignment=None))
+            self.log.info("adopted container of attempt %s (%s)", attempt_id, c.status)
+        for attempt_id in records:  # no container: never started, or removed; the server decides (lost/resend)
+            self._forget_files(attempt_id)
 
     def running_attempts(self) -> list[protocol.RunningAttempt]:
-        return []
+        with self._lock:
+            runs = list(self._runs.values())
+        return [r.running_attempt() for r in runs]
 
     def handle_assignment(self, assignment: protocol.Assignment) -> None:
-        self.log.info("assignment %s ignored (executor skeleton)", assignment.attempt_id)
+        with self._lock:
+            if assignment.attempt_id in self._runs or self.closing.is_set():
+                return
+        rec = {"attempt_id": assignment.attempt_id, "job_id": assignment.job_id}
+        self.log.info("assignment: attempt %s of job %s", assignment.attempt_id, assignment.job_id)
+        self._launch(AttemptRun(self, rec, assignment=assignment))
 
     def handle_command(self, command: protocol.Command) -> None:
-        self.log.info("command %s for attempt %s ignored (executor skeleton)", command.type, command.attempt_id)
+        if command.type != "stop_attempt":
+            return
+        with self._lock:
+            run = self._runs.get(command.attempt_id)
+        if run is not None:
+            run.request_stop(command.reason or "cancelled")
+            return
+        self._background(self._remove_attempt_container, command.attempt_id)
 
     def tick(self) -> None:
-        """Called about every 200 ms from the daemon's own thread."""
+        if self.closing.is_set() or time.monotonic() < self._next_reap:
+            return
+        self._next_reap = time.monotonic() + REAP_EVERY_SECONDS
+        if not self._reaping:
+            self._reaping = True
+            self._background(self.reap)
 
     def close(self) -> None:
-        """Called on SIGTERM: stop shipping; containers keep running and are adopted after a restart."""
+        """Stop driving attempts; containers keep running and are adopted after a restart."""
+        self.closing.set()
+        with self._lock:
+            runs = list(self._runs.values())
+        for run in runs:
+            run.close_reader()
+        for run in runs:
+            run.thread.join(timeout=5)
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def reap(self) -> None:
+        """Remove euler containers of this node that no attempt here drives (strays, fenced leftovers)."""
+        try:
+            for c in self.runner.list_managed(node_name=self.node_name):
+                with self._lock:
+                    known = c.attempt_id in self._runs
+                if not known and not self.closing.is_set():
+                    self.log.info("reaping stray container of attempt %s", c.attempt_id)
+                    self.runner.remove(c.container_id)
+        except Exception:  # noqa: BLE001 - the reaper must not take the daemon down; it runs again later
+            self.log.exception("reaper pass failed")
+        finally:
+            self._reaping = False
+
+    def _remove_attempt_container(self, attempt_id: int) -> None:
+        found = self.runner.find_attempt(node_name=self.node_name, attempt_id=attempt_id)
+        if found is not None:
+            self.runner.stop(found.container_id, grace=self.stop_grace)
+            self.runner.remove(found.container_id)
+        self._forget_files(attempt_id)
+
+    def _background(self, fn, *args) -> None:
+        threading.Thread(target=fn, args=args, daemon=True, name=f"euler-exec-{fn.__name__}").start()
+
+    def _launch(self, run: AttemptRun) -> None:
+        with self._lock:
+            if run.attempt_id in self._runs:
+                return
+            self._runs[run.attempt_id] = run
+        run.thread.start()
+
+    def _finished(self, run: AttemptRun) -> None:
+        with self._lock:
+            if self._runs.get(run.attempt_id) is run:
+                del self._runs[run.attempt_id]
+
+    def _forget_files(self, attempt_id: int) -> None:
+        (self.records_dir / f"{attempt_id}.json").unlink(missing_ok=True)
+        (self.spool_dir / f"{attempt_id}.spool").unlink(missing_ok=True)
+        (self.spool_dir / f"{attempt_id}.ack").unlink(missing_ok=True)
+
+    def call(self, path: str, body: dict) -> dict:
+        return self.client.call("POST", path, body)

@@ -1,0 +1,225 @@
+"""One attempt on this host, driven by its own thread: start, report, ship logs, stop, end, remove."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+
+from nodeagent import protocol
+from nodeagent.client import Refused, Unreachable
+from nodeagent.containers import create_kwargs
+from nodeagent.docker_runner import RunnerError
+from nodeagent.logship import LogShipper, Stale
+
+LOOP_SECONDS = 0.05
+REASONS = {"timeout": "timeout", "cancelled": "cancelled"}
+
+
+class AttemptRun:
+    def __init__(self, executor, record: dict, *, assignment: protocol.Assignment | None):
+        self.ex = executor
+        self.record = record
+        self.attempt_id = int(record["attempt_id"])
+        self.assignment = assignment  # holds the env: kept in memory only, never written or logged
+        self.state = "starting"
+        self.exit_code: int | None = None
+        self.stop_reason: str | None = None
+        self.stale = False
+        self._stop_requested = threading.Event()
+        self._stopping = False
+        self._reader_done = threading.Event()
+        self._stream = None
+        self.thread = threading.Thread(target=self._main, daemon=True, name=f"euler-attempt-{self.attempt_id}")
+        self.shipper = LogShipper(
+            attempt_id=self.attempt_id,
+            spool_dir=self.ex.spool_dir,
+            send=self._send_logs,
+            max_spool_bytes=self.ex.max_spool_bytes,
+        )
+
+    # --- called from other threads ---------------------------------------------------------------
+    def running_attempt(self) -> protocol.RunningAttempt:
+        return protocol.RunningAttempt(
+            attempt_id=self.attempt_id,
+            state=self.state,
+            container_id=self.record.get("container_id", "")[:128],
+            exit_code=self.exit_code,
+        )
+
+    def request_stop(self, reason: str) -> None:
+        if reason == "stale_attempt":
+            self.stale = True
+        if self.stop_reason is None:
+            self.stop_reason = REASONS.get(reason, "cancelled")
+        self._stop_requested.set()
+
+    def close_reader(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+
+    # --- the thread -------------------------------------------------------------------------------
+    def _main(self) -> None:
+        log = self.ex.log
+        try:
+            if not self.record.get("container_id") and not self._start():
+                return
+            self._follow()
+        except Stale:
+            log.info("attempt %s is no longer current: stopping its container", self.attempt_id)
+            self._discard()
+        except _Closing:
+            pass
+        except Exception:  # noqa: BLE001 - one attempt's failure must not take the agent down
+            log.exception("attempt %s failed in the executor", self.attempt_id)
+        finally:
+            self.ex._finished(self)
+
+    def _save(self) -> None:
+        path = self.ex.records_dir / f"{self.attempt_id}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.record))
+        tmp.replace(path)
+
+    def _start(self) -> bool:
+        """Image, create, start, `running` report; False when the attempt ended before running."""
+        a = self.assignment
+        runner = self.ex.runner
+        self._save()
+        existing = runner.find_attempt(node_name=self.ex.node_name, attempt_id=self.attempt_id)
+        if existing is None:
+            if self._stop_requested.is_set():
+                self._end(reason=self.stop_reason or "cancelled", exit_code=None, message="stopped before start")
+                return False
+            try:
+                runner.ensure_image(a.image)
+                cid = runner.create_and_start(create_kwargs(a, node_name=self.ex.node_name))
+            except RunnerError as exc:
+                self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
+                self._end(reason=exc.reason, exit_code=None, message=exc.message)
+                return False
+        else:
+            cid = existing.container_id
+        self.record["container_id"] = cid
+        self.record["deadline"] = time.time() + a.timeout_seconds
+        self._save()
+        return True
+
+    def _follow(self) -> None:
+        runner, cid = self.ex.runner, self.record["container_id"]
+        state = runner.inspect(cid)
+        if state is None:
+            self.ex.log.info("attempt %s: its container is gone", self.attempt_id)
+            self.ex._forget_files(self.attempt_id)
+            return  # the server marks it lost when it is missing from our heartbeats
+        self.state = "exited" if state.finished else "running"
+        if not self.record.get("running_reported"):
+            self._report({"state": "running", "container_id": cid})
+            self.record["running_reported"] = True
+            self._save()
+        reader = threading.Thread(target=self._read_logs, args=(cid,), daemon=True)
+        reader.start()
+        deadline = self.record.get("deadline")
+        while not self._reader_done.is_set():
+            self._check_closing()
+            if deadline and time.time() >= deadline and not self._stop_requested.is_set():
+                self.request_stop("timeout")
+            if self._stop_requested.is_set() and not self._stopping:
+                self._stopping = True
+                threading.Thread(target=runner.stop, args=(cid,), kwargs={"grace": self.ex.stop_grace}).start()
+            if self.stale:
+                raise Stale("stale_attempt")
+            self.shipper.ship()
+            self._reader_done.wait(LOOP_SECONDS)
+        final = runner.inspect(cid)
+        self.exit_code = final.exit_code if final else None
+        self.state = "exited"
+        self._drain_logs()
+        if self.stale:
+            raise Stale("stale_attempt")
+        if self.stop_reason:
+            reason = self.stop_reason
+        elif final is not None and final.oom_killed:
+            reason = "oom"
+        else:
+            reason = "exited"
+        self._end(reason=reason, exit_code=self.exit_code)
+        runner.remove(cid)
+
+    def _read_logs(self, cid: str) -> None:
+        try:
+            while not self.ex.closing.is_set():
+                self._stream = self.ex.runner.logs(cid)
+                for stream, data in self._stream:
+                    self.shipper.wait_for_room(self.ex.closing)
+                    self.shipper.feed(stream, data)
+                state = self.ex.runner.inspect(cid)
+                if state is None or state.finished:
+                    break
+                self.shipper.rewind()  # a dropped follow stream: read again from the start, skipping what was fed
+        except Exception:  # noqa: BLE001 - the container ended or vanished; what was read is shipped
+            self.ex.log.exception("attempt %s: reading logs failed", self.attempt_id)
+        finally:
+            if not self.ex.closing.is_set():
+                self.shipper.finish()
+            self._reader_done.set()
+
+    def _drain_logs(self) -> None:
+        delay = 0.05
+        while not self.shipper.ship(force=True):
+            self._check_closing()
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _send_logs(self, chunks: list[dict]) -> dict:
+        path = protocol.PATH_ATTEMPT_LOGS.format(attempt_id=self.attempt_id)
+        return self.ex.call(path, {"chunks": chunks})
+
+    # --- reports ----------------------------------------------------------------------------------
+    def _report(self, body: dict) -> protocol.ReportReply:
+        """Send a report until the server answers; a fenced answer raises Stale."""
+        path = protocol.PATH_ATTEMPT_REPORT.format(attempt_id=self.attempt_id)
+        delay = 0.1
+        while True:
+            self._check_closing()
+            try:
+                reply = protocol.ReportReply.model_validate(self.ex.call(path, body))
+            except Unreachable:
+                time.sleep(delay)
+                delay = min(delay * 2, 3.0)
+                continue
+            except Refused as exc:
+                if exc.status == 409:
+                    raise Stale(exc.code) from None
+                self.ex.log.warning("attempt %s: report refused: %s %s", self.attempt_id, exc.status, exc.code)
+                return protocol.ReportReply(accepted=False)
+            if reply.stop:
+                raise Stale("stop")
+            return reply
+
+    def _end(self, *, reason: str, exit_code: int | None, message: str = "") -> None:
+        body = {"state": "ended", "reason": reason, "exit_code": exit_code, "message": message[:2000]}
+        if self.record.get("container_id"):
+            body["container_id"] = self.record["container_id"][:128]
+        with contextlib.suppress(Stale):
+            self._report(body)
+        self.ex.log.info("attempt %s ended: %s (exit %s)", self.attempt_id, reason, exit_code)
+        self.shipper.remove_files()
+        self.ex._forget_files(self.attempt_id)
+
+    def _discard(self) -> None:
+        cid = self.record.get("container_id")
+        if cid:
+            self.ex.runner.stop(cid, grace=self.ex.stop_grace)
+            self.ex.runner.remove(cid)
+        self.shipper.remove_files()
+        self.ex._forget_files(self.attempt_id)
+
+    def _check_closing(self) -> None:
+        if self.ex.closing.is_set():
+            raise _Closing
+
+
+class _Closing(Exception):
+    """The agent is shutting down: leave the container and the spool for the next start."""

@@ -1,0 +1,220 @@
+"""Durable log shipping for one attempt: cut the container's output into chunks, spool them, ship in order.
+
+Every chunk is written to the spool in the state dir before it is sent, so a retry (or a replay after
+an agent restart) reuses the same `seq`, and the server's unique (attempt, seq) makes it idempotent.
+`offset` counts bytes of the attempt's combined stdout/stderr stream as Docker stores it; after a
+restart the reader feeds the container's log again from the start and the shipper skips what it
+already spooled: no gap, no duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from nodeagent import protocol
+
+CHUNK_BYTES = protocol.MAX_LOG_CHUNK_BYTES
+FLUSH_SECONDS = 0.2
+BATCH_CHUNKS = 64
+DEFAULT_SPOOL_BYTES = 64 * 1024 * 1024
+
+
+class Stale(Exception):
+    """The server refused the attempt (409): it is no longer current."""
+
+
+def utf8_cut(buf: bytes | bytearray, limit: int) -> int:
+    """The largest n ≤ limit such that buf[:n] does not end inside a UTF-8 sequence."""
+    n = min(len(buf), limit)
+    i = n
+    while i > 0 and n - i < 3 and (buf[i - 1] & 0xC0) == 0x80:
+        i -= 1
+    if i > 0 and buf[i - 1] >= 0xC0:
+        lead = buf[i - 1]
+        need = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        if n - (i - 1) < need:
+            return i - 1 if i - 1 > 0 else n
+    return n
+
+
+def _text(raw: bytes) -> str:
+    # PostgreSQL text cannot hold NUL; offsets stay byte-exact because `end` is kept beside the chunk.
+    return raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+
+
+class LogShipper:
+    def __init__(
+        self,
+        *,
+        attempt_id: int,
+        spool_dir: Path,
+        send: Callable[[list[dict]], dict],
+        max_spool_bytes: int = DEFAULT_SPOOL_BYTES,
+        flush_seconds: float = FLUSH_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.attempt_id = attempt_id
+        self.send = send
+        self.max_spool_bytes = max_spool_bytes
+        self.flush_seconds = flush_seconds
+        self.clock = clock
+        spool_dir.mkdir(parents=True, exist_ok=True)
+        self.spool_path = spool_dir / f"{attempt_id}.spool"
+        self.ack_path = spool_dir / f"{attempt_id}.ack"
+        self._lock = threading.Condition()
+        self._queue: deque[dict] = deque()  # sealed, spooled, not acknowledged; in seq order
+        self._spool_bytes = 0
+        self._pending = bytearray()
+        self._pending_stream = "stdout"
+        self._last_seal = float("-inf")  # chunks go out at most every flush_seconds, the first one at once
+        self._seen = 0  # bytes of the container's log fed so far (including skipped ones)
+        self._next_retry = 0.0
+        self._backoff = 0.0
+        self.stale = False
+        self.acked_seq, self.acked_end = self._load_ack()
+        self._load_spool()
+        last = self._queue[-1] if self._queue else None
+        self.next_seq = last["seq"] + 1 if last else self.acked_seq + 1
+        self.resume_offset = last["end"] if last else self.acked_end  # fed bytes below this are already spooled
+
+    # --- persistence ---------------------------------------------------------------------------
+    def _load_ack(self) -> tuple[int, int]:
+        try:
+            data = json.loads(self.ack_path.read_text())
+            return int(data["seq"]), int(data["end"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return -1, 0
+
+    def _load_spool(self) -> None:
+        try:
+            lines = self.spool_path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return
+        expected = None
+        for line in lines:
+            try:
+                chunk = json.loads(line)
+            except ValueError:
+                break  # a torn last line from a crash mid-write: everything after it is re-read from Docker
+            if chunk["seq"] <= self.acked_seq or (expected is not None and chunk["seq"] != expected):
+                continue
+            self._queue.append(chunk)
+            self._spool_bytes += chunk["end"] - chunk["offset"]
+            expected = chunk["seq"] + 1
+
+    def _write_ack(self) -> None:
+        tmp = self.ack_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"seq": self.acked_seq, "end": self.acked_end}))
+        os.replace(tmp, self.ack_path)
+
+    def remove_files(self) -> None:
+        for path in (self.spool_path, self.ack_path):
+            path.unlink(missing_ok=True)
+
+    # --- feeding (reader thread) -----------------------------------------------------------------
+    def wait_for_room(self, stop: threading.Event) -> None:
+        """Backpressure: while the spool is full the reader waits (Docker keeps the rest in its log)."""
+        with self._lock:
+            while self._spool_bytes >= self.max_spool_bytes and not stop.is_set() and not self.stale:
+                self._lock.wait(0.2)
+
+    def feed(self, stream: str, data: bytes) -> None:
+        with self._lock:
+            start, self._seen = self._seen, self._seen + len(data)
+            if self._seen <= self.resume_offset:
+                return
+            if start < self.resume_offset:
+                data = data[self.resume_offset - start :]
+            if self._pending and stream != self._pending_stream:
+                self._seal(force=True)
+            if not self._pending:
+                self._pending_stream = stream
+            self._pending += data
+            while len(self._pending) >= CHUNK_BYTES:
+                self._seal(force=False, limit=CHUNK_BYTES)
+
+    def finish(self) -> None:
+        """The container's output ended: seal what is left, even a torn UTF-8 sequence."""
+        with self._lock:
+            while self._pending:
+                self._seal(force=True, limit=CHUNK_BYTES)
+
+    def rewind(self) -> None:
+        """The reader starts over from the first byte of the container's log; what was fed is skipped."""
+        self.finish()
+        with self._lock:
+            self._seen = 0
+
+    def _seal(self, *, force: bool, limit: int = CHUNK_BYTES) -> None:
+        n = min(len(self._pending), limit) if force else utf8_cut(self._pending, limit)
+        if n == 0:
+            return
+        raw = bytes(self._pending[:n])
+        del self._pending[:n]
+        offset = self.resume_offset
+        chunk = {"seq": self.next_seq, "offset": offset, "stream": self._pending_stream, "data": _text(raw)}
+        chunk["end"] = offset + n
+        with self.spool_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(chunk, ensure_ascii=False) + "\n")
+        self._queue.append(chunk)
+        self._spool_bytes += n
+        self.next_seq += 1
+        self.resume_offset += n
+        self._last_seal = self.clock()
+
+    # --- shipping (run thread) -------------------------------------------------------------------
+    @property
+    def drained(self) -> bool:
+        with self._lock:
+            return not self._queue and not self._pending
+
+    def ship(self, *, force: bool = False) -> bool:
+        """Seal a chunk that waited long enough, then send what is spooled. True when nothing is left.
+
+        Raises Stale when the server refuses the attempt; other failures are retried with backoff.
+        """
+        from nodeagent.client import Refused, Unreachable
+
+        now = self.clock()
+        with self._lock:
+            if self._pending and now - self._last_seal >= self.flush_seconds:
+                self._seal(force=False)
+            if not force and now < self._next_retry:
+                return False
+        while True:
+            with self._lock:
+                batch = [dict(c) for c in list(self._queue)[:BATCH_CHUNKS]]
+            if not batch:
+                return self.drained
+            wire = [{k: c[k] for k in ("seq", "offset", "stream", "data")} for c in batch]
+            try:
+                self.send(wire)
+            except Unreachable:
+                self._backoff = min(max(self._backoff * 2, 0.2), 3.0)
+                self._next_retry = self.clock() + self._backoff
+                return False
+            except Refused as exc:
+                if exc.status == 409:
+                    self.stale = True
+                    raise Stale(exc.code) from None
+                if exc.status not in (400, 413):
+                    self._backoff = min(max(self._backoff * 2, 0.2), 3.0)
+                    self._next_retry = self.clock() + self._backoff
+                    return False
+                # 400/413: the server will never take this batch; dropping it beats blocking the rest.
+            self._backoff = 0.0
+            with self._lock:
+                for _ in batch:
+                    done = self._queue.popleft()
+                    self._spool_bytes -= done["end"] - done["offset"]
+                self.acked_seq, self.acked_end = batch[-1]["seq"], batch[-1]["end"]
+                self._write_ack()
+                if not self._queue:
+                    self.spool_path.write_text("")
+                self._lock.notify_all()
