@@ -117,8 +117,12 @@ def main() -> int:
                 time.sleep(0.1)
         _say(f"redis on {settings.REDIS_URL}")
 
-    call_command("migrate", interactive=False, verbosity=0)
-    _ensure_admin()
+    try:
+        call_command("migrate", interactive=False, verbosity=0)
+        _ensure_admin()
+    except BaseException:
+        sup.stop_all()  # never leave the embedded redis behind
+        raise
 
     port = os.environ.get("PORT", "8000")
     host = os.environ.get("HOST", "127.0.0.1")
