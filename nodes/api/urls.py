@@ -1,1 +1,14 @@
-urlpatterns: list = []
+from django.urls import path
+
+from nodes.api import views
+
+urlpatterns = [
+    path("nodes", views.NodeListView.as_view(), name="nodes"),
+    path("nodes/enrollment-tokens", views.EnrollmentTokenListView.as_view(), name="enrollment-tokens"),
+    path(
+        "nodes/enrollment-tokens/<int:token_id>",
+        views.EnrollmentTokenDetailView.as_view(),
+        name="enrollment-token-detail",
+    ),
+    path("nodes/<int:node_id>", views.NodeDetailView.as_view(), name="node-detail"),
+]

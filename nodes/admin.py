@@ -1,0 +1,182 @@
+"""Django admin for operators: nodes with a bulk action per operation, tokens, events."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+
+from euler.errors import EulerError
+from nodes import services
+from nodes.models import EnrollmentToken, Node, NodeEvent, TrustLevel
+
+
+def _bulk(modeladmin, request, queryset: QuerySet, verb: str, fn) -> None:
+    done, failed = 0, []
+    for node in queryset:
+        try:
+            fn(node)
+            done += 1
+        except EulerError as exc:
+            failed.append(f"{node.name}: {exc.message}")
+    if done:
+        modeladmin.message_user(request, f"{verb}: {done} node(s).", messages.SUCCESS)
+    for line in failed:
+        modeladmin.message_user(request, line, messages.ERROR)
+
+
+def _action(name: str, description: str, fn):
+    def action(modeladmin, request, queryset):
+        _bulk(modeladmin, request, queryset, description, lambda node: fn(node, request.user))
+
+    action.__name__ = name
+    action.short_description = description
+    return action
+
+
+ACTIONS = [
+    _action(
+        "approve_platform",
+        "Approve as platform",
+        lambda n, u: services.node_approve(node=n, by=u, trust=TrustLevel.PLATFORM, public_pool=True),
+    ),
+    _action(
+        "approve_community",
+        "Approve as community (public pool)",
+        lambda n, u: services.node_approve(node=n, by=u, trust=TrustLevel.COMMUNITY, public_pool=True),
+    ),
+    _action(
+        "approve_untrusted",
+        "Approve as untrusted (owner project only)",
+        lambda n, u: services.node_approve(node=n, by=u, trust=TrustLevel.UNTRUSTED, public_pool=False),
+    ),
+    _action("reject", "Reject", lambda n, u: services.node_reject(node=n, by=u)),
+    _action(
+        "trust_platform",
+        "Set trust: platform",
+        lambda n, u: services.node_set_trust(node=n, trust=TrustLevel.PLATFORM, by=u),
+    ),
+    _action(
+        "trust_community",
+        "Set trust: community",
+        lambda n, u: services.node_set_trust(node=n, trust=TrustLevel.COMMUNITY, by=u),
+    ),
+    _action(
+        "trust_untrusted",
+        "Set trust: untrusted",
+        lambda n, u: services.node_set_trust(node=n, trust=TrustLevel.UNTRUSTED, by=u),
+    ),
+    _action(
+        "admit_public_pool",
+        "Admit to the public pool",
+        lambda n, u: services.node_set_public_pool(node=n, public=True, by=u),
+    ),
+    _action(
+        "remove_public_pool",
+        "Remove from the public pool",
+        lambda n, u: services.node_set_public_pool(node=n, public=False, by=u),
+    ),
+    _action("drain", "Drain (no new work)", lambda n, u: services.node_drain(node=n, by=u)),
+    _action("undrain", "Undrain", lambda n, u: services.node_undrain(node=n, by=u)),
+    _action("revoke_credential", "Revoke credential", lambda n, u: services.node_revoke_credential(node=n, by=u)),
+]
+
+
+class NodeEventInline(admin.TabularInline):
+    model = NodeEvent
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "kind", "message", "by"]
+    readonly_fields = fields
+    ordering = ["-created_at"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "approval",
+        "trust",
+        "public_pool",
+        "online",
+        "draining",
+        "region",
+        "gpu_summary",
+        "last_heartbeat_at",
+        "owner_project",
+    ]
+    list_filter = ["approval", "trust", "online", "draining", "public_pool", "region"]
+    search_fields = ["name", "hostname", "region", "owner_project__name"]
+    actions = ACTIONS
+    inlines = [NodeEventInline]
+    # Every state change goes through a bulk action (one service function each); fields are read-only.
+    readonly_fields = [
+        "name",
+        "region",
+        "labels",
+        "hostname",
+        "agent_version",
+        "docker_version",
+        "owner_project",
+        "trust",
+        "public_pool",
+        "approval",
+        "draining",
+        "online",
+        "last_heartbeat_at",
+        "cpu_milli",
+        "memory_bytes",
+        "gpus",
+        "gpu_fingerprint",
+        "allocated_cpu_milli",
+        "allocated_memory_bytes",
+        "allocated_gpus",
+        "enrolled_at",
+        "approved_at",
+    ]
+    exclude = ["credential_lookup", "credential_digest"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.display(description="GPUs")
+    def gpu_summary(self, obj: Node) -> str:
+        if not obj.gpus:
+            return "—"
+        models = sorted({g.get("model") or "?" for g in obj.gpus})
+        return f"{len(obj.gpus)} × {', '.join(models)}"
+
+
+@admin.register(EnrollmentToken)
+class EnrollmentTokenAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "label", "project", "trust", "region", "created_at", "expires_at", "used_at", "node"]
+    list_filter = ["trust", "project"]
+    fields = [
+        "project",
+        "label",
+        "trust",
+        "region",
+        "labels",
+        "created_by",
+        "created_at",
+        "expires_at",
+        "used_at",
+        "node",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False  # tokens are created by the API or `createenrollmenttoken` so that the secret is shown once
+
+
+@admin.register(NodeEvent)
+class NodeEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "node", "kind", "message", "by"]
+    list_filter = ["kind"]
+    search_fields = ["node__name", "message"]
+    readonly_fields = ["node", "kind", "message", "data", "by", "created_at"]
+
+    def has_add_permission(self, request):
+        return False

@@ -1,0 +1,97 @@
+from rest_framework import serializers
+
+from euler.api import StrictSerializer
+from nodes.models import EnrollmentToken, Node, TrustLevel
+
+
+class EnrollmentTokenCreateIn(StrictSerializer):
+    trust = serializers.ChoiceField(choices=TrustLevel.choices, default=TrustLevel.UNTRUSTED)
+    platform = serializers.BooleanField(default=False, help_text="A platform token (staff only): no owner project.")
+    ttl = serializers.IntegerField(required=False, min_value=60, max_value=7 * 86400)
+    region = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, default=dict)
+    label = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+
+
+class EnrollmentTokenOut(serializers.ModelSerializer):
+    prefix = serializers.SerializerMethodField()
+    platform = serializers.SerializerMethodField()
+    used = serializers.SerializerMethodField()
+    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = EnrollmentToken
+        fields = [
+            "id",
+            "prefix",
+            "label",
+            "platform",
+            "trust",
+            "region",
+            "labels",
+            "created_at",
+            "expires_at",
+            "used",
+            "used_at",
+            "node",
+        ]
+
+    def get_prefix(self, obj) -> str:
+        return f"euler_enroll_{obj.lookup}"
+
+    def get_platform(self, obj) -> bool:
+        return obj.project_id is None
+
+    def get_used(self, obj) -> bool:
+        return obj.used_at is not None
+
+
+class EnrollmentTokenCreatedOut(EnrollmentTokenOut):
+    token = serializers.CharField(help_text="The secret. Shown once: pass it to the agent as EULER_ENROLLMENT_TOKEN.")
+
+    class Meta(EnrollmentTokenOut.Meta):
+        fields = [*EnrollmentTokenOut.Meta.fields, "token"]
+
+
+class GpuOut(serializers.Serializer):
+    uuid = serializers.CharField()
+    index = serializers.IntegerField()
+    model = serializers.CharField()
+    memory_bytes = serializers.IntegerField()
+    memory_used_bytes = serializers.IntegerField(required=False)
+    utilization = serializers.FloatField(required=False)
+
+
+class NodeOut(serializers.ModelSerializer):
+    gpus = GpuOut(many=True)
+
+    class Meta:
+        model = Node
+        fields = [
+            "id",
+            "name",
+            "approval",
+            "trust",
+            "public_pool",
+            "draining",
+            "online",
+            "region",
+            "labels",
+            "hostname",
+            "agent_version",
+            "docker_version",
+            "cpu_milli",
+            "memory_bytes",
+            "gpus",
+            "allocated_cpu_milli",
+            "allocated_memory_bytes",
+            "allocated_gpus",
+            "last_heartbeat_at",
+            "enrolled_at",
+            "approved_at",
+        ]
+
+
+class NodeListOut(serializers.Serializer):
+    own = NodeOut(many=True)
+    public_pool = serializers.DictField()

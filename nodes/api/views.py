@@ -1,0 +1,88 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from euler.api import Pagination, request_project
+from euler.errors import NotFound
+from nodes import selectors, services
+from nodes.api.serializers import (
+    EnrollmentTokenCreatedOut,
+    EnrollmentTokenCreateIn,
+    EnrollmentTokenOut,
+    NodeListOut,
+    NodeOut,
+)
+
+
+def _user(request):
+    return request.user if getattr(request.user, "pk", None) else None
+
+
+def _is_staff(request) -> bool:
+    return bool(getattr(request.user, "is_staff", False))
+
+
+class NodeListView(APIView):
+    @extend_schema(responses=NodeListOut, summary="The project's own nodes in full, and the public pool as a summary")
+    def get(self, request):
+        own = selectors.nodes_of_project(request_project(request))
+        pool = selectors.pool_summary(selectors.public_pool_nodes())
+        return Response({"own": NodeOut(own, many=True).data, "public_pool": pool})
+
+
+class NodeDetailView(APIView):
+    @extend_schema(responses=NodeOut, summary="One of the project's own nodes")
+    def get(self, request, node_id: int):
+        node = selectors.node_of_project(project=request_project(request), node_id=node_id)
+        if node is None:
+            raise NotFound("No such node.")
+        return Response(NodeOut(node).data)
+
+
+class EnrollmentTokenListView(APIView):
+    @extend_schema(responses=EnrollmentTokenOut(many=True), summary="List enrollment tokens (never the secrets)")
+    def get(self, request):
+        tokens = selectors.enrollment_tokens_for(project=request_project(request), staff=_is_staff(request))
+        paginator = Pagination()
+        page = paginator.paginate_queryset(tokens, request, view=self)
+        return paginator.get_paginated_response(EnrollmentTokenOut(page, many=True).data)
+
+    @extend_schema(
+        request=EnrollmentTokenCreateIn,
+        responses={201: EnrollmentTokenCreatedOut},
+        summary="Create a one-time enrollment token",
+    )
+    def post(self, request):
+        data = EnrollmentTokenCreateIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        platform = v["platform"] or v["trust"] == "platform"
+        if platform and not _is_staff(request):
+            from euler.errors import Forbidden
+
+            raise Forbidden("Only staff create platform enrollment tokens.", code="platform_token_staff_only")
+        token, secret = services.enrollment_token_create(
+            project=None if platform else request_project(request),
+            trust=v["trust"],
+            ttl=v.get("ttl"),
+            region=v["region"],
+            labels=v["labels"],
+            label=v["label"],
+            by=_user(request),
+        )
+        token.token = secret
+        return Response(EnrollmentTokenCreatedOut(token).data, status=status.HTTP_201_CREATED)
+
+
+class EnrollmentTokenDetailView(APIView):
+    @extend_schema(responses={204: None}, summary="Revoke an enrollment token")
+    def delete(self, request, token_id: int):
+        project = request_project(request)
+        try:
+            services.enrollment_token_delete(token_id=token_id, project=project)
+        except NotFound:
+            if not _is_staff(request):
+                raise
+            services.enrollment_token_delete(token_id=token_id, project=None, staff=True)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,30 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from euler.errors import EulerError
+from nodes.models import Node, TrustLevel
+from nodes.services import node_approve, node_reject
+
+
+class Command(BaseCommand):
+    help = "Approve (or reject) a node by name."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--trust", choices=TrustLevel.values)
+        parser.add_argument("--public", action="store_true", help="admit to the public pool")
+        parser.add_argument("--reject", action="store_true")
+
+    def handle(self, *args, **opts):
+        node = Node.objects.filter(name=opts["name"]).first()
+        if node is None:
+            raise CommandError(f"no node named {opts['name']!r}")
+        try:
+            if opts["reject"]:
+                node = node_reject(node=node)
+            else:
+                node = node_approve(node=node, trust=opts["trust"], public_pool=True if opts["public"] else None)
+        except EulerError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(
+            f"{node.name}: {node.approval}, trust {node.trust}, public pool {'yes' if node.public_pool else 'no'}"
+        )
