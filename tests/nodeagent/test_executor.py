@@ -1,0 +1,244 @@
+"""The executor on the real Docker engine against a fake control plane: reports, logs, stop, adopt, reap."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+import pytest
+
+from nodeagent import containers, protocol
+from nodeagent.client import Refused, Unreachable
+from nodeagent.docker_runner import DockerRunner
+from nodeagent.executor import Executor
+
+pytestmark = pytest.mark.docker
+
+IMAGE = "euler-test/busybox"
+
+
+class FakeControlPlane:
+    """Answers the executor's POSTs like the server: reports, idempotent log chunks; can go down or fence."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.reports: dict[int, list[dict]] = {}
+        self.chunks: dict[int, dict[int, dict]] = {}
+        self.down = False
+        self.fenced: set[int] = set()
+        self.stop_on_report: set[int] = set()
+
+    def call(self, method, path, body=None, timeout=10):
+        if self.down:
+            raise Unreachable("control plane stopped")
+        parts = path.split("/")
+        attempt_id = int(parts[1])
+        if attempt_id in self.fenced:
+            raise Refused(409, "stale_attempt", {"code": "stale_attempt", "stop": True})
+        with self.lock:
+            if parts[2] == "report":
+                self.reports.setdefault(attempt_id, []).append(body)
+                return {"accepted": True, "stop": attempt_id in self.stop_on_report}
+            stored = self.chunks.setdefault(attempt_id, {})
+            for c in body["chunks"]:
+                stored.setdefault(c["seq"], c)
+            return {"stored": len(body["chunks"])}
+
+    def ended(self, attempt_id: int) -> dict | None:
+        return next((r for r in self.reports.get(attempt_id, []) if r["state"] == "ended"), None)
+
+    def log(self, attempt_id: int) -> str:
+        chunks = [c for _, c in sorted(self.chunks.get(attempt_id, {}).items())]
+        offset = 0
+        for c in chunks:
+            assert c["offset"] == offset, "gap or overlap in the shipped offsets"
+            offset += len(c["data"].encode())
+        return "".join(c["data"] for c in chunks)
+
+
+def wait_for(predicate, what: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def node(docker_engine):
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    yield name
+    runner = DockerRunner()
+    for c in runner.list_managed(node_name=name):
+        runner.remove(c.container_id)
+
+
+@pytest.fixture
+def plane():
+    return FakeControlPlane()
+
+
+@pytest.fixture
+def make_executor(node, plane, tmp_path):
+    made = []
+
+    def make(**kw):
+        ex = Executor(client=plane, node_name=node, state_dir=tmp_path / "state", stop_grace=1, **kw)
+        made.append(ex)
+        return ex
+
+    yield make
+    for ex in made:
+        ex.close()
+
+
+def assignment(attempt_id: int, command: list[str], **over) -> protocol.Assignment:
+    base = {
+        "attempt_id": attempt_id,
+        "job_id": attempt_id * 10,
+        "attempt_number": 1,
+        "image": IMAGE,
+        "command": command,
+        "cpu_milli": 500,
+        "memory_bytes": 64 * 1024 * 1024,
+        "timeout_seconds": 60,
+    }
+    return protocol.Assignment.model_validate(base | over)
+
+
+def container_gone(node: str, attempt_id: int) -> bool:
+    return DockerRunner().find_attempt(node_name=node, attempt_id=attempt_id) is None
+
+
+def test_a_hello_job_reports_running_then_exit_0_ships_its_log_and_is_removed(make_executor, plane, node):
+    ex = make_executor()
+    ex.handle_assignment(assignment(1, ["sh", "-c", "echo hello from Euler"]))
+    ended = wait_for(lambda: plane.ended(1), "the ended report")
+    assert plane.reports[1][0]["state"] == "running" and plane.reports[1][0]["container_id"]
+    assert ended["reason"] == "exited" and ended["exit_code"] == 0
+    assert plane.log(1) == "hello from Euler\n"
+    wait_for(lambda: container_gone(node, 1), "the container's removal")
+    assert ex.running_attempts() == []
+
+
+def test_a_nonzero_exit_is_reported_with_its_code(make_executor, plane):
+    make_executor().handle_assignment(assignment(2, ["sh", "-c", "echo bye >&2; exit 3"]))
+    ended = wait_for(lambda: plane.ended(2), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 3)
+    assert plane.chunks[2][0]["stream"] == "stderr"
+
+
+def test_an_oom_kill_is_reported_as_oom(make_executor, plane):
+    hog = "a=$(head -c 200000000 /dev/zero | tr '\\0' x); echo ${#a}"
+    make_executor().handle_assignment(assignment(3, ["sh", "-c", hog], memory_bytes=8 * 1024 * 1024))
+    assert wait_for(lambda: plane.ended(3), "the ended report")["reason"] == "oom"
+
+
+def test_an_absent_image_ends_as_image_pull_failed_without_running(make_executor, plane):
+    make_executor().handle_assignment(assignment(4, ["true"], image=f"euler-test/absent-{uuid.uuid4().hex[:6]}:1"))
+    ended = wait_for(lambda: plane.ended(4), "the ended report")
+    assert ended["reason"] == "image_pull_failed"
+    assert [r["state"] for r in plane.reports[4]] == ["ended"]
+
+
+def test_a_start_failure_ends_as_start_failed_with_dockers_message(make_executor, plane, node):
+    make_executor().handle_assignment(assignment(5, ["/no/such/binary"]))
+    ended = wait_for(lambda: plane.ended(5), "the ended report")
+    assert ended["reason"] == "start_failed" and "no/such/binary" in ended["message"]
+    assert container_gone(node, 5)
+
+
+def test_a_job_past_its_timeout_is_stopped_and_reported_as_timeout(make_executor, plane, node):
+    make_executor().handle_assignment(assignment(6, ["sleep", "60"], timeout_seconds=1))
+    ended = wait_for(lambda: plane.ended(6), "the ended report")
+    assert ended["reason"] == "timeout" and ended["exit_code"] is not None
+    wait_for(lambda: container_gone(node, 6), "the container's removal")
+
+
+def test_a_stop_command_cancels_the_container_and_removes_it(make_executor, plane, node):
+    ex = make_executor()
+    ex.handle_assignment(assignment(7, ["sleep", "60"]))
+    wait_for(lambda: plane.reports.get(7), "the running report")
+    assert [a.state for a in ex.running_attempts()] == ["running"]
+    ex.handle_command(protocol.Command(type="stop_attempt", attempt_id=7, reason="cancelled"))
+    assert wait_for(lambda: plane.ended(7), "the ended report")["reason"] == "cancelled"
+    wait_for(lambda: container_gone(node, 7), "the container's removal")
+
+
+def test_a_report_answered_with_stop_removes_the_container_without_an_end_report(make_executor, plane, node):
+    plane.stop_on_report.add(8)
+    make_executor().handle_assignment(assignment(8, ["sleep", "60"]))
+    wait_for(lambda: plane.reports.get(8), "the running report")
+    wait_for(lambda: container_gone(node, 8), "the container's removal")
+    assert plane.ended(8) is None
+
+
+def test_a_fenced_log_upload_stops_and_removes_the_container(make_executor, plane, node):
+    ex = make_executor()
+    ex.handle_assignment(assignment(9, ["sh", "-c", "while true; do echo tick; sleep 0.1; done"]))
+    wait_for(lambda: plane.chunks.get(9), "the first log chunk")
+    plane.fenced.add(9)
+    wait_for(lambda: container_gone(node, 9), "the container's removal")
+    wait_for(lambda: ex.running_attempts() == [], "the executor to forget the attempt")
+
+
+def test_logs_written_while_the_control_plane_is_down_arrive_complete_and_once(make_executor, plane):
+    script = "for i in $(seq 1 30); do echo line $i; sleep 0.05; done"
+    make_executor().handle_assignment(assignment(10, ["sh", "-c", script]))
+    wait_for(lambda: plane.chunks.get(10), "the first log chunk")
+    plane.down = True
+    time.sleep(1)
+    plane.down = False
+    wait_for(lambda: plane.ended(10), "the ended report")
+    assert plane.log(10) == "".join(f"line {i}\n" for i in range(1, 31))
+
+
+def test_a_restarted_agent_adopts_its_container_and_ships_the_rest_without_duplicates(make_executor, plane, node):
+    script = "for i in $(seq 1 60); do echo line $i; sleep 0.05; done; exit 4"
+    first = make_executor()
+    first.handle_assignment(assignment(11, ["sh", "-c", script]))
+    wait_for(lambda: plane.chunks.get(11), "the first log chunk")
+    first.close()  # the agent stops mid-job; the container runs on
+    time.sleep(1)
+    second = make_executor()
+    second.adopt()
+    assert [a.attempt_id for a in second.running_attempts()] == [11]
+    ended = wait_for(lambda: plane.ended(11), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 4)
+    assert plane.log(11) == "".join(f"line {i}\n" for i in range(1, 61))
+    assert [r["state"] for r in plane.reports[11]].count("ended") == 1
+    wait_for(lambda: container_gone(node, 11), "the container's removal")
+
+
+def test_an_exit_while_the_agent_was_down_is_reported_after_adoption(make_executor, plane):
+    first = make_executor()
+    first.handle_assignment(assignment(12, ["sh", "-c", "sleep 0.5; echo done; exit 5"]))
+    wait_for(lambda: plane.reports.get(12), "the running report")
+    first.close()
+    time.sleep(1.5)
+    second = make_executor()
+    second.adopt()
+    ended = wait_for(lambda: plane.ended(12), "the ended report")
+    assert ended["exit_code"] == 5 and plane.log(12) == "done\n"
+
+
+def test_the_reaper_removes_euler_containers_that_no_attempt_drives(make_executor, node):
+    runner = DockerRunner()
+    stray = assignment(13, ["sleep", "60"])
+    runner.create_and_start(containers.create_kwargs(stray, node_name=node))
+    ex = make_executor()
+    ex.reap()
+    assert container_gone(node, 13)
+
+
+def test_the_env_reaches_the_container_but_never_the_agents_log(make_executor, plane, caplog):
+    caplog.set_level(logging.DEBUG)
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    make_executor().handle_assignment(assignment(14, ["sh", "-c", 'echo "$TOKEN" | wc -c'], env={"TOKEN": secret}))
+    wait_for(lambda: plane.ended(14), "the ended report")
+    assert plane.log(14).strip() == str(len(secret) + 1)
+    assert secret not in caplog.text
