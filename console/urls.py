@@ -1,11 +1,21 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from console import views
+from console.views import auth, dashboard, keys, members, nodes, usage
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
-    path("login/", views.LoginView.as_view(), name="login"),
+    path("", dashboard.dashboard, name="dashboard"),
+    path("login/", auth.LoginView.as_view(), name="login"),
     path("logout/", LogoutView.as_view(), name="logout"),
-    path("project/switch/", views.switch_project, name="switch-project"),
+    path("project/switch/", auth.switch_project, name="switch-project"),
+    path("join/<str:token>", auth.join, name="join"),
+    path("join/<str:token>/", auth.join),
+    path("keys/", keys.keys, name="keys"),
+    path("keys/<int:key_id>/revoke/", keys.key_revoke, name="key-revoke"),
+    path("members/", members.members_page, name="members"),
+    path("members/invitations/<int:invitation_id>/revoke/", members.invitation_revoke, name="invitation-revoke"),
+    path("members/<int:user_id>/role/", members.member_role, name="member-role"),
+    path("members/<int:user_id>/remove/", members.member_remove, name="member-remove"),
+    path("nodes/", nodes.nodes, name="nodes"),
+    path("usage/", usage.usage, name="usage"),
 ]

@@ -1,0 +1,82 @@
+"""Sign-in, project switch, and the /join/{token} page of one-time invitation links."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST
+
+from console.views.common import error_message, no_store
+from euler.errors import Conflict, NotFound
+from quotas import invitations
+from quotas.invitations import InvitationClosed
+from quotas.models import Membership
+from quotas.selectors import SESSION_PROJECT_KEY
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "console/login.html"
+    redirect_authenticated_user = True
+
+
+def _safe_next(request, fallback: str = "/") -> str:
+    wanted = request.POST.get("next") or fallback
+    if url_has_allowed_host_and_scheme(wanted, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return wanted
+    return fallback
+
+
+@login_required
+@require_POST
+def switch_project(request):
+    wanted = request.POST.get("project", "")
+    if wanted.isdigit() and Membership.objects.filter(user=request.user, project_id=int(wanted)).exists():
+        request.session[SESSION_PROJECT_KEY] = int(wanted)
+    return redirect(_safe_next(request))
+
+
+_CLOSED_TEXT = {
+    "invitation_used": lambda: _("This invitation link has already been used."),
+    "invitation_expired": lambda: _("This invitation link has expired."),
+    "invitation_revoked": lambda: _("This invitation link has been revoked."),
+}
+
+
+@require_http_methods(["GET", "POST"])
+def join(request, token: str):
+    """GET shows what the link offers (never consumes it, so link previews are harmless); POST joins."""
+    context = {"token": token, "invitation": None, "problem": None}
+    try:
+        invitation = invitations.invitation_lookup(token=token)
+    except NotFound:
+        context["problem"] = _("This invitation link is not valid.")
+        return no_store(render(request, "console/join.html", context, status=404))
+    context["invitation"] = invitation
+    from django.utils import timezone
+
+    state = invitation.state(timezone.now())
+    if state != "open":
+        context["problem"] = _CLOSED_TEXT[f"invitation_{state}"]()
+        return no_store(render(request, "console/join.html", context, status=410))
+    if request.user.is_authenticated:
+        context["already_member"] = Membership.objects.filter(project=invitation.project, user=request.user).exists()
+    if request.method == "POST":
+        if not request.user.is_authenticated:
+            return redirect(f"/login/?next=/join/{token}")
+        try:
+            membership = invitations.invitation_accept(token=token, user=request.user)
+        except InvitationClosed as exc:
+            closed = _CLOSED_TEXT.get(exc.code)
+            context["problem"] = closed() if closed else error_message(exc)
+            return no_store(render(request, "console/join.html", context, status=410))
+        except Conflict:
+            context["problem"] = _("You are already a member of this project.")
+            return no_store(render(request, "console/join.html", context, status=409))
+        request.session[SESSION_PROJECT_KEY] = membership.project_id
+        messages.success(request, _("You joined %(project)s.") % {"project": membership.project.name})
+        return redirect("/")
+    return no_store(render(request, "console/join.html", context))

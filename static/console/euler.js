@@ -1,0 +1,95 @@
+/* Euler console: small progressive enhancements. Every page works without this file. */
+(function () {
+  "use strict";
+
+  function csrf() {
+    var meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
+  }
+
+  function parse(html) {
+    return new DOMParser().parseFromString(html, "text/html");
+  }
+
+  function swap(doc, ids) {
+    ids.forEach(function (id) {
+      if (!id) return;
+      var fresh = doc.getElementById(id);
+      var old = document.getElementById(id);
+      if (fresh && old) old.replaceWith(document.importNode(fresh, true));
+    });
+  }
+
+  // Forms that reveal a secret once are sent in place: the page never becomes a POST result,
+  // so reloading it shows the list only and never creates a second secret.
+  async function submitInPlace(form) {
+    var button = form.querySelector("[type=submit]");
+    if (button) button.disabled = true;
+    try {
+      var response = await fetch(form.action, {
+        method: "POST",
+        body: new FormData(form),
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": csrf(), "X-Requested-With": "fetch" },
+      });
+      var doc = parse(await response.text());
+      swap(doc, (form.dataset.swap || "").split(/\s+/));
+      var shown = document.querySelector("[data-once-output]:not(.hidden)");
+      if (shown) shown.focus();
+      if (response.ok && form.dataset.reset !== "no") form.reset();
+    } finally {
+      if (button) button.disabled = false;
+    }
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) {
+      event.preventDefault();
+      return;
+    }
+    if (form.hasAttribute("data-once-form")) {
+      event.preventDefault();
+      submitInPlace(form);
+    }
+  });
+
+  document.addEventListener("change", function (event) {
+    if (event.target.matches("select[data-autosubmit]")) event.target.form.submit();
+  });
+
+  document.addEventListener("click", async function (event) {
+    var button = event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copy);
+    if (!source) return;
+    var text = source.textContent.trim();
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch (err) {
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      document.execCommand("copy");
+    }
+    button.textContent = button.dataset.copied || "Copied";
+  });
+
+  // Live refresh: regions marked data-refresh-every="N" are re-read from the same URL every N s.
+  document.querySelectorAll("[data-refresh-every]").forEach(function (region) {
+    var seconds = Math.max(2, parseInt(region.dataset.refreshEvery, 10) || 5);
+    setInterval(async function () {
+      if (document.hidden || region.contains(document.activeElement)) return;
+      try {
+        var response = await fetch(window.location.href, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } });
+        if (!response.ok) return;
+        var fresh = parse(await response.text()).getElementById(region.id);
+        if (fresh) region.innerHTML = fresh.innerHTML;
+      } catch (err) {
+        /* offline for a moment: the next tick tries again */
+      }
+    }, seconds * 1000);
+  });
+})();
