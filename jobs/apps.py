@@ -3,3 +3,12 @@ from django.apps import AppConfig
 
 class JobsConfig(AppConfig):
     name = "jobs"
+
+    def ready(self) -> None:
+        from jobs import node_hooks, receivers
+        from nodes import channel, signals
+
+        channel.register_poll_provider(node_hooks.poll_provider)
+        channel.register_heartbeat_hook(node_hooks.heartbeat_hook)
+        signals.node_offline.connect(receivers.on_node_offline, dispatch_uid="jobs.node_offline")
+        signals.node_available.connect(receivers.on_node_available, dispatch_uid="jobs.node_available")

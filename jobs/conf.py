@@ -1,5 +1,24 @@
 """Settings of the jobs app, read from the environment (merged into euler.settings)."""
 
-from euler.env import env_bool, env_float, env_int, env_list, env_str  # noqa: F401
+from datetime import timedelta
 
-BEAT_SCHEDULE: dict = {}
+from euler.env import env_float, env_int
+
+# How often beat runs a scheduling pass (passes also run on submit, attempt end and node changes).
+EULER_SCHEDULER_INTERVAL = env_float("EULER_SCHEDULER_INTERVAL", 2.0, minimum=0.1)
+# Queued jobs locked and placed per transaction.
+EULER_SCHEDULER_BATCH = env_int("EULER_SCHEDULER_BATCH", 1000, minimum=1, maximum=100_000)
+# Automatic retry backoff: base * 2**retries_used seconds, capped.
+EULER_JOB_RETRY_BACKOFF = env_float("EULER_JOB_RETRY_BACKOFF", 2.0, minimum=0)
+EULER_JOB_RETRY_BACKOFF_MAX = env_float("EULER_JOB_RETRY_BACKOFF_MAX", 300.0, minimum=0)
+# Server backstop: an attempt still active this long after its timeout is failed `timeout`.
+EULER_JOB_TIMEOUT_GRACE = env_int("EULER_JOB_TIMEOUT_GRACE", 60, minimum=0)
+# Extra time an assigned attempt gets to start (image pull) before the backstop counts.
+EULER_JOB_START_GRACE = env_int("EULER_JOB_START_GRACE", 900, minimum=0)
+# An assignment or stop command not acted on is handed to the node again after this many seconds.
+EULER_JOB_REDELIVER_AFTER = env_float("EULER_JOB_REDELIVER_AFTER", 30.0, minimum=1)
+
+BEAT_SCHEDULE: dict = {
+    "jobs-schedule-pass": {"task": "jobs.tasks.schedule", "schedule": timedelta(seconds=EULER_SCHEDULER_INTERVAL)},
+    "jobs-sweep": {"task": "jobs.tasks.sweep", "schedule": timedelta(seconds=5)},
+}

@@ -1,0 +1,194 @@
+"""Writes driven by nodes and the clock: attempt reports, lost nodes, the deadline backstop, retry policy.
+
+Attempt rows change by conditional UPDATE (`state IN active`) and the count decides: a duplicate or
+reordered report, or a node fenced off by a newer attempt, finds nothing to update and changes nothing.
+Lock order everywhere: the job row first, then the attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs import fencing, transitions
+from jobs.models import Attempt, Job
+from jobs.services import schedule_on_commit, wake_on_commit
+from jobs.states import (
+    ACTIVE,
+    ATTEMPT_ACTIVE,
+    AttemptState,
+    JobState,
+    attempt_outcome,
+    retry_category,
+    retry_delay,
+)
+from nodeagent import protocol
+
+log = logging.getLogger(__name__)
+
+_JOB_STATE_FOR = {
+    AttemptState.SUCCEEDED: JobState.SUCCEEDED,
+    AttemptState.FAILED: JobState.FAILED,
+    AttemptState.CANCELLED: JobState.CANCELLED,
+    AttemptState.LOST: JobState.LOST,
+}
+
+
+def _settle_job(job: Job, attempt: Attempt, *, outcome: str, reason: str, exit_code: int | None, now) -> None:
+    """After the job's current attempt ended: retry it (with backoff) when the policy says so, else end it."""
+    if job.state not in ACTIVE or job.current_attempt_id != attempt.pk:
+        return  # cancelled meanwhile, or already moved on
+    category = retry_category(attempt_state=outcome, reason=reason)
+    if category and category in (job.retry_on or []) and job.retries_used < job.max_retries:
+        delay = retry_delay(
+            retries_used=job.retries_used,
+            base=settings.EULER_JOB_RETRY_BACKOFF,
+            cap=settings.EULER_JOB_RETRY_BACKOFF_MAX,
+        )
+        transitions.move(
+            job,
+            JobState.QUEUED,
+            attempt=attempt,
+            why=category,
+            note=f"attempt {attempt.number} {outcome} ({reason or 'exited'}); retry in {delay:g}s",
+            now=now,
+            current_attempt=None,
+            retries_used=job.retries_used + 1,
+            not_before=now + timedelta(seconds=delay),
+            pending_reason="waiting for retry backoff",
+        )
+        return
+    transitions.move(
+        job,
+        _JOB_STATE_FOR[outcome],
+        attempt=attempt,
+        why=reason or "",
+        now=now,
+        exit_code=exit_code,
+        reason="" if outcome == AttemptState.SUCCEEDED else (reason or "exited"),
+    )
+
+
+def _end(attempt_id: int, job_id: int, *, outcome: str, reason: str, exit_code=None, message="", now, **extra) -> bool:
+    """End an active attempt (conditional UPDATE) and settle its job; False when it had already ended."""
+    job = transitions.lock(job_id)
+    updated = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).update(
+        state=outcome, reason=reason, exit_code=exit_code, message=message[:2000], ended_at=now, **extra
+    )
+    if updated != 1 or job is None:
+        return False
+    attempt = Attempt.objects.get(pk=attempt_id)
+    _settle_job(job, attempt, outcome=outcome, reason=reason, exit_code=exit_code, now=now)
+    schedule_on_commit()  # its resources are free
+    return True
+
+
+@transaction.atomic
+def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now: datetime | None = None):
+    """A node's report on its attempt; 409 stale_attempt (stop) unless the attempt is current and on that node."""
+    now = now or timezone.now()
+    attempt = fencing.current_attempt(node=node, attempt_id=attempt_id)
+    job = transitions.lock(attempt.job_id)
+    if job is None or job.current_attempt_id != attempt.pk:
+        raise fencing.StaleAttempt()
+    if report.state == "running":
+        deadline = now + timedelta(seconds=job.timeout_seconds + settings.EULER_JOB_TIMEOUT_GRACE)
+        updated = Attempt.objects.filter(pk=attempt.pk, node=node, state=AttemptState.ASSIGNED).update(
+            state=AttemptState.RUNNING, started_at=now, deadline_at=deadline, container_id=report.container_id
+        )
+        if updated == 1 and job.state == JobState.ASSIGNED:
+            transitions.move(job, JobState.RUNNING, attempt=attempt, now=now)
+    else:
+        outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
+        extra = {"container_id": report.container_id} if report.container_id else {}
+        _end(
+            attempt.pk,
+            job.pk,
+            outcome=outcome,
+            reason=report.reason or "exited",
+            exit_code=report.exit_code,
+            message=report.message,
+            now=now,
+            **extra,
+        )
+    current = Attempt.objects.filter(pk=attempt.pk).values("state", "stop_reason").get()
+    stop = report.state == "running" and (current["state"] not in ATTEMPT_ACTIVE or bool(current["stop_reason"]))
+    return protocol.ReportReply(accepted=True, stop=stop)
+
+
+def node_lost(*, node_id: int, now: datetime | None = None, message: str = "the node went offline") -> int:
+    """Every active attempt on the node is lost; their jobs requeue or end `lost`. Returns how many."""
+    now = now or timezone.now()
+    count = 0
+    pairs = list(Attempt.objects.filter(node_id=node_id, state__in=ATTEMPT_ACTIVE).values_list("pk", "job_id"))
+    for attempt_id, job_id in pairs:
+        with transaction.atomic():
+            if _end(attempt_id, job_id, outcome=AttemptState.LOST, reason="lost", message=message, now=now):
+                count += 1
+    if count:
+        log.info("node %s offline: %d attempts lost", node_id, count)
+    return count
+
+
+def deadlines_expire(*, now: datetime | None = None) -> int:
+    """Server backstop: active attempts past their deadline fail `timeout`, and their node is told to stop."""
+    now = now or timezone.now()
+    count = 0
+    rows = Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, deadline_at__lt=now)
+    for attempt_id, job_id, node_id in rows.values_list("pk", "job_id", "node_id"):
+        with transaction.atomic():
+            ended = _end(
+                attempt_id,
+                job_id,
+                outcome=AttemptState.FAILED,
+                reason="timeout",
+                message="no end reported before the deadline (server backstop)",
+                now=now,
+                stop_reason="timeout",
+            )
+            if ended:
+                count += 1
+                wake_on_commit(node_id)
+    return count
+
+
+def offline_sweep(*, now: datetime | None = None) -> int:
+    """Backstop for a missed node_offline signal: attempts held by offline or missing nodes are lost."""
+    from nodes.models import Node
+
+    offline = (
+        Attempt.objects.filter(state__in=ATTEMPT_ACTIVE)
+        .exclude(node__in=Node.objects.filter(online=True))
+        .values_list("node_id", flat=True)
+        .distinct()
+    )
+    count = 0
+    for node_id in list(offline):
+        if node_id is None:
+            for attempt_id, job_id in Attempt.objects.filter(node__isnull=True, state__in=ATTEMPT_ACTIVE).values_list(
+                "pk", "job_id"
+            ):
+                with transaction.atomic():
+                    count += _end(
+                        attempt_id, job_id, outcome=AttemptState.LOST, reason="lost", now=now or timezone.now()
+                    )
+        else:
+            count += node_lost(node_id=node_id, now=now)
+    return count
+
+
+@transaction.atomic
+def attempt_gone(*, attempt_id: int, now: datetime | None = None) -> bool:
+    """A stop was asked and the node no longer lists the container: the attempt ended as asked."""
+    now = now or timezone.now()
+    row = Attempt.objects.filter(pk=attempt_id).values("job_id", "stop_reason").first()
+    if row is None:
+        return False
+    outcome = AttemptState.FAILED if row["stop_reason"] == "timeout" else AttemptState.CANCELLED
+    return _end(
+        attempt_id, row["job_id"], outcome=outcome, reason=row["stop_reason"] or "cancelled", message="stopped", now=now
+    )

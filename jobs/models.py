@@ -1,0 +1,136 @@
+"""Jobs, their attempts (one per placement), the job event log and stored log chunks."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from euler.crypto import EncryptedField
+from jobs.states import AttemptState, JobState, MinTrust, Pool
+
+
+def _default_retry_on() -> list[str]:
+    return ["lost"]
+
+
+class Job(models.Model):
+    project = models.ForeignKey("quotas.Project", on_delete=models.CASCADE, related_name="jobs")
+    name = models.CharField(max_length=100)
+    image = models.CharField(max_length=512)
+    command = models.JSONField()
+    env = EncryptedField(null=True, blank=True)  # write-only; decrypted only for a platform node's assignment
+    has_env = models.BooleanField(default=False)
+    cpu_milli = models.IntegerField()
+    memory_bytes = models.BigIntegerField()
+    gpu_count = models.IntegerField(default=0)
+    timeout_seconds = models.IntegerField()
+    region = models.CharField(max_length=63, blank=True, default="")
+    node_selector = models.JSONField(default=dict, blank=True)
+    max_retries = models.IntegerField(default=1)
+    retry_on = models.JSONField(default=_default_retry_on)
+    pool = models.CharField(max_length=8, choices=Pool.choices, default=Pool.ANY)
+    min_trust = models.CharField(max_length=10, choices=MinTrust.choices, default=MinTrust.COMMUNITY)
+
+    state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.QUEUED)
+    current_attempt = models.ForeignKey(
+        "jobs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    retries_used = models.IntegerField(default=0)  # automatic retries since submit or the last manual retry
+    not_before = models.DateTimeField(null=True, blank=True)  # retry backoff
+    pending_reason = models.CharField(max_length=1000, blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=32, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="job_project_newest"),
+            models.Index(fields=["state", "queued_at"], name="job_state_queued"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} {self.name} ({self.state})"
+
+
+class Attempt(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.IntegerField()
+    node = models.ForeignKey("nodes.Node", null=True, on_delete=models.SET_NULL, related_name="attempts")
+    node_name = models.CharField(max_length=63, blank=True, default="")  # kept if the node is deleted
+    # What the placement holds on the node, copied from the job: allocation is the sum over active attempts.
+    cpu_milli = models.IntegerField()
+    memory_bytes = models.BigIntegerField()
+    gpu_uuids = models.JSONField(default=list, blank=True)
+    state = models.CharField(max_length=10, choices=AttemptState.choices, default=AttemptState.ASSIGNED)
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=32, blank=True, default="")
+    message = models.CharField(max_length=2000, blank=True, default="")
+    container_id = models.CharField(max_length=128, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)  # server backstop: timeout + grace
+    delivered_at = models.DateTimeField(null=True, blank=True)  # handed to the node through the poll
+    stop_reason = models.CharField(max_length=32, blank=True, default="")  # the node must stop the container
+    stop_sent_at = models.DateTimeField(null=True, blank=True)
+    log_bytes = models.BigIntegerField(default=0)
+    log_truncated = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["job_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="attempt_job_number")]
+        indexes = [
+            models.Index(fields=["node", "state"], name="attempt_node_state"),
+            models.Index(fields=["state", "deadline_at"], name="attempt_state_deadline"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.pk} (job {self.job_id} #{self.number}, {self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (AttemptState.ASSIGNED, AttemptState.RUNNING)
+
+
+class JobEvent(models.Model):
+    """One row per job transition (and per notable attempt fact)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    from_state = models.CharField(max_length=10, blank=True, default="")
+    to_state = models.CharField(max_length=10)
+    reason = models.CharField(max_length=32, blank=True, default="")
+    message = models.CharField(max_length=1000, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["job", "created_at"], name="jobevent_job_time")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.from_state} -> {self.to_state}"
+
+
+class LogChunk(models.Model):
+    """Stored idempotently: the agent may send a chunk twice, `(attempt, seq)` keeps one."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="log_chunks")
+    seq = models.IntegerField()
+    offset = models.BigIntegerField()
+    stream = models.CharField(max_length=6)
+    data = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["attempt_id", "seq"]
+        constraints = [models.UniqueConstraint(fields=["attempt", "seq"], name="logchunk_attempt_seq")]
+
+    def __str__(self) -> str:
+        return f"log {self.attempt_id}#{self.seq}"

@@ -1,0 +1,129 @@
+"""Log ingest from node agents: idempotent per (attempt, seq), capped per attempt, broadcast after commit."""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from rest_framework.response import Response
+
+from euler.env import env_int
+from euler.errors import EulerError, InvalidInput
+from jobs.fencing import current_attempt
+from jobs.models import Attempt, LogChunk
+from nodeagent import protocol
+from nodes.node_api.base import NodeAPIView
+
+log = logging.getLogger(__name__)
+
+# Bytes of log kept per attempt; past it one truncation marker is stored and the rest is dropped.
+DEFAULT_MAX_LOG_BYTES = env_int("EULER_MAX_LOG_BYTES", 10 * 1024 * 1024, minimum=1024)
+MAX_BODY_BYTES = 8 * 1024 * 1024  # 64 chunks of 64 KiB, JSON-escaped, fit comfortably
+TRUNCATION_MARKER = "\n[euler: log truncated: this attempt passed {limit} bytes of output]\n"
+
+
+class PayloadTooLarge(EulerError):
+    code = "log_chunk_too_large"
+    status_code = 413
+
+
+def max_log_bytes() -> int:
+    return int(getattr(settings, "EULER_MAX_LOG_BYTES", DEFAULT_MAX_LOG_BYTES))
+
+
+def _utf8_prefix(text: str, limit: int) -> str:
+    return text.encode()[:limit].decode("utf-8", errors="ignore")
+
+
+def _check_sizes(request) -> None:
+    length = request.META.get("CONTENT_LENGTH") or "0"
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"A log batch is at most {MAX_BODY_BYTES} bytes.")
+    data = request.data if isinstance(request.data, dict) else {}
+    chunks = data.get("chunks")
+    if not isinstance(chunks, list):
+        return
+    if len(chunks) > 64:
+        raise PayloadTooLarge("A log batch holds at most 64 chunks.")
+    for c in chunks:
+        if isinstance(c, dict) and isinstance(c.get("data"), str):
+            if len(c["data"].encode("utf-8", errors="surrogatepass")) > protocol.MAX_LOG_CHUNK_BYTES:
+                raise PayloadTooLarge(f"A log chunk holds at most {protocol.MAX_LOG_CHUNK_BYTES} bytes of data.")
+
+
+def logs_ingest(*, attempt: Attempt, chunks: list[protocol.LogChunk]) -> dict:
+    """Store new chunks (duplicates ignored) within the per-attempt cap; publish them after commit."""
+    limit = max_log_bytes()
+    with transaction.atomic():
+        locked = Attempt.objects.select_for_update().only("pk", "job_id", "number", "log_bytes", "log_truncated")
+        att = locked.get(pk=attempt.pk)
+        wanted = {}
+        for c in chunks:
+            wanted.setdefault(c.seq, c)
+        known = set(LogChunk.objects.filter(attempt_id=att.pk, seq__in=list(wanted)).values_list("seq", flat=True))
+        fresh = [wanted[s] for s in sorted(wanted) if s not in known]
+        rows, added, truncated = [], 0, att.log_truncated
+        for c in fresh:
+            if truncated:
+                break  # past the cap: dropped, and reported as stored so the agent moves on
+            # Lone surrogates and NUL cannot be stored in PostgreSQL text: replaced, never a 500.
+            data = c.data.encode("utf-8", errors="replace").decode().replace("\x00", "\ufffd")
+            size, room = len(data.encode()), limit - att.log_bytes - added
+            if size > room:
+                data = _utf8_prefix(data, room)
+                size = len(data.encode())
+                data += TRUNCATION_MARKER.format(limit=limit)
+                truncated = True
+            rows.append(LogChunk(attempt_id=att.pk, seq=c.seq, offset=c.offset, stream=c.stream, data=data))
+            added += size
+        if rows:
+            LogChunk.objects.bulk_create(rows, ignore_conflicts=True)
+            Attempt.objects.filter(pk=att.pk).update(log_bytes=att.log_bytes + added, log_truncated=truncated)
+            messages = [
+                {
+                    "type": "job.log",
+                    "attempt_id": att.pk,
+                    "attempt": att.number,
+                    "seq": r.seq,
+                    "stream": r.stream,
+                    "data": r.data,
+                }
+                for r in rows
+            ]
+            transaction.on_commit(lambda: _publish(att.job_id, messages))
+    last_seq = max(wanted) if wanted else None
+    return {"stored": len(fresh), "duplicates": len(chunks) - len(fresh), "last_seq": last_seq}
+
+
+def _publish(job_id: int, messages: list[dict]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        for m in messages:
+            async_to_sync(layer.group_send)(f"jobs.{job_id}", m)
+    except Exception:  # noqa: BLE001 - live readers catch up from the database; storing must not fail
+        log.warning("publishing log chunks of job %s failed", job_id, exc_info=True)
+
+
+class AttemptLogsView(NodeAPIView):
+    """POST /node-api/v1/attempts/{attempt_id}/logs — a LogBatch; answers a LogReply."""
+
+    def post(self, request, attempt_id: int):
+        _check_sizes(request)
+        batch = self.parse(request, protocol.LogBatch, code="invalid_log_batch")
+        if len({c.seq for c in batch.chunks}) != len(batch.chunks) and _conflicting(batch.chunks):
+            raise InvalidInput("Two chunks in one batch share a seq with different data.", code="invalid_log_batch")
+        attempt = current_attempt(node=request.node, attempt_id=attempt_id)
+        return Response(logs_ingest(attempt=attempt, chunks=list(batch.chunks)))
+
+
+def _conflicting(chunks) -> bool:
+    seen: dict[int, str] = {}
+    for c in chunks:
+        if seen.setdefault(c.seq, c.data) != c.data:
+            return True
+    return False

@@ -1,0 +1,109 @@
+"""What the node channel asks the jobs app: work for a polling node, and stop orders on heartbeat."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.models import Attempt, Job
+from jobs.states import ATTEMPT_ACTIVE, AttemptState
+from nodeagent import protocol
+
+PLATFORM = "platform"
+
+
+def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
+    env = {}
+    if node.trust == PLATFORM and job.has_env:
+        # The only place job env is decrypted: for a platform node's assignment.
+        env = Job.objects.only("env").get(pk=job.pk).env or {}
+    return protocol.Assignment(
+        attempt_id=attempt.pk,
+        job_id=job.pk,
+        attempt_number=attempt.number,
+        image=job.image,
+        command=list(job.command),
+        env=env,
+        cpu_milli=attempt.cpu_milli,
+        memory_bytes=attempt.memory_bytes,
+        gpu_uuids=list(attempt.gpu_uuids or []),
+        timeout_seconds=job.timeout_seconds,
+    )
+
+
+def poll_provider(node) -> tuple[list[protocol.Assignment], list[protocol.Command]]:
+    """Assigned attempts not yet handed over (or handed long ago and not started), and pending stop orders."""
+    now = timezone.now()
+    again = now - timedelta(seconds=settings.EULER_JOB_REDELIVER_AFTER)
+    assignments, commands = [], []
+    with transaction.atomic():
+        due = (
+            Attempt.objects.select_related("job")
+            .defer("job__env")
+            .filter(node=node, state=AttemptState.ASSIGNED, stop_reason="")
+            .filter(Q(delivered_at__isnull=True) | Q(delivered_at__lt=again))
+            .order_by("pk")
+        )
+        handed = []
+        for attempt in due:
+            if attempt.job.current_attempt_id != attempt.pk:
+                continue
+            if attempt.job.has_env and node.trust != PLATFORM:
+                continue  # never: the scheduler does not place such jobs here
+            assignments.append(_assignment(attempt, attempt.job, node))
+            handed.append(attempt.pk)
+        if handed:
+            Attempt.objects.filter(pk__in=handed).update(delivered_at=now)
+        stops = (
+            Attempt.objects.filter(node=node)
+            .exclude(stop_reason="")
+            .filter(Q(stop_sent_at__isnull=True) | Q(stop_sent_at__lt=again, state__in=ATTEMPT_ACTIVE))
+            .values_list("pk", "stop_reason")
+        )
+        sent = []
+        for attempt_id, reason in stops:
+            commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
+            sent.append(attempt_id)
+        if sent:
+            Attempt.objects.filter(pk__in=sent).update(stop_sent_at=now)
+    return assignments, commands
+
+
+def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
+    """Stop containers the node runs for attempts that are not current (or must stop); settle stops done."""
+    from jobs import attempts
+
+    now = timezone.now()
+    listed = {r.attempt_id for r in hb.running}
+    rows = {
+        row["pk"]: row
+        for row in Attempt.objects.filter(pk__in=listed).values(
+            "pk", "node_id", "state", "stop_reason", "job__current_attempt_id"
+        )
+    }
+    commands = []
+    for attempt_id in sorted(listed):
+        row = rows.get(attempt_id)
+        current = (
+            row is not None
+            and row["node_id"] == node.pk
+            and row["job__current_attempt_id"] == attempt_id
+            and row["state"] in ATTEMPT_ACTIVE
+        )
+        if not current or row["stop_reason"]:
+            reason = (row or {}).get("stop_reason") or "stale_attempt"
+            commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
+    # A stop was sent a while ago and the node no longer lists the container: it is gone.
+    done = (
+        Attempt.objects.filter(node=node, state__in=ATTEMPT_ACTIVE, stop_sent_at__lt=now - timedelta(seconds=2))
+        .exclude(stop_reason="")
+        .exclude(pk__in=listed)
+        .values_list("pk", flat=True)
+    )
+    for attempt_id in list(done):
+        attempts.attempt_gone(attempt_id=attempt_id, now=now)
+    return commands

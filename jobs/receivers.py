@@ -1,0 +1,23 @@
+"""Receivers for node signals: a node offline loses its attempts; a node available is worth a pass."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def on_node_offline(sender, node_id: int, **kwargs) -> None:
+    from jobs import attempts
+
+    # Called after the node's commit, in the process that marked it offline: settle at once, the sweep backs it up.
+    attempts.node_lost(node_id=node_id)
+
+
+def on_node_available(sender, node_id: int, **kwargs) -> None:
+    from jobs import tasks
+
+    try:
+        tasks.schedule.delay()
+    except Exception as exc:  # noqa: BLE001 - beat runs a pass every few seconds anyway
+        log.warning("scheduling pass not requested: %s", type(exc).__name__)

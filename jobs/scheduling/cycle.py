@@ -1,0 +1,265 @@
+"""The scheduling pass: the thin DB shell around the pure policy.
+
+One pass at a time: a Redis lock across processes (any database), and on PostgreSQL a transaction-level
+advisory lock as the hard guarantee (on SQLite an IMMEDIATE transaction already serialises writers).
+Queued jobs are locked with SKIP LOCKED, the allocation is summed from active attempts (never trusted
+from a counter), and each batch's placements are written in one transaction; the nodes are woken after
+commit. A pass asked for while another runs sets a flag that makes the running one go again.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from jobs import transitions
+from jobs.models import Attempt, Job
+from jobs.scheduling import policy
+from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
+from jobs.states import ACTIVE, ATTEMPT_ACTIVE, AttemptState, JobState
+
+log = logging.getLogger(__name__)
+
+ADVISORY_KEY = 0x45554C45_4A4F4253 & 0x7FFFFFFFFFFFFFFF  # "EULEJOBS"
+REDIS_LOCK = "euler:jobs:scheduler:lock"
+REDIS_DIRTY = "euler:jobs:scheduler:dirty"
+
+
+@dataclass
+class PassStats:
+    placed: int = 0
+    pending: int = 0
+    batches: int = 0
+    busy: bool = False  # another pass held the lock
+
+    def add(self, other: PassStats) -> None:
+        self.placed += other.placed
+        self.pending += other.pending
+        self.batches += other.batches
+        self.busy = self.busy or other.busy
+
+
+def node_snapshots() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
+    """Every node with what its active attempts hold; also the stored counters, to refresh them."""
+    from nodes.models import Approval, Node
+
+    used = {
+        row["node_id"]: (row["cpu"] or 0, row["mem"] or 0)
+        for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, node__isnull=False)
+        .values("node_id")
+        .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"))
+    }
+    gpus: dict[int, set[str]] = {}
+    for node_id, uuids in Attempt.objects.filter(
+        state__in=ATTEMPT_ACTIVE, node__isnull=False, job__gpu_count__gt=0
+    ).values_list("node_id", "gpu_uuids"):
+        gpus.setdefault(node_id, set()).update(uuids or [])
+    snaps, stored = [], {}
+    fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
+    fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
+    for row in Node.objects.values(*fields, "allocated_gpus"):
+        cpu, mem = used.get(row["id"], (0, 0))
+        held = frozenset(gpus.get(row["id"], ()))
+        snaps.append(
+            NodeSnapshot(
+                id=row["id"],
+                name=row["name"],
+                region=row["region"],
+                labels=frozenset((str(k), str(v)) for k, v in (row["labels"] or {}).items()),
+                trust=row["trust"],
+                public_pool=row["public_pool"],
+                owner_project_id=row["owner_project_id"],
+                approved=row["approval"] == Approval.APPROVED,
+                online=row["online"],
+                draining=row["draining"],
+                cpu_milli=row["cpu_milli"],
+                memory_bytes=row["memory_bytes"],
+                gpu_uuids=tuple(g["uuid"] for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0))),
+                used_cpu_milli=cpu,
+                used_memory_bytes=mem,
+                used_gpus=held,
+            )
+        )
+        stored[row["id"]] = (
+            row["allocated_cpu_milli"],
+            row["allocated_memory_bytes"],
+            sorted(row["allocated_gpus"] or []),
+        )
+    return snaps, stored
+
+
+def job_snapshot(job: Job) -> JobSnapshot:
+    return JobSnapshot(
+        id=job.pk,
+        project_id=job.project_id,
+        cpu_milli=job.cpu_milli,
+        memory_bytes=job.memory_bytes,
+        gpu_count=job.gpu_count,
+        queued_at=job.queued_at.timestamp(),
+        region=job.region,
+        node_selector=frozenset((str(k), str(v)) for k, v in (job.node_selector or {}).items()),
+        pool=job.pool,
+        min_trust=job.min_trust,
+        needs_secrets=job.has_env,
+        not_before=job.not_before.timestamp() if job.not_before else None,
+    )
+
+
+def project_limits(project_ids: set[int]) -> dict[int, ProjectLimit]:
+    from quotas.models import Quota
+
+    active = dict(
+        Job.objects.filter(project_id__in=project_ids, state__in=ACTIVE)
+        .values("project_id")
+        .annotate(n=Count("id"))
+        .values_list("project_id", "n")
+    )
+    return {
+        pid: ProjectLimit(active=active.get(pid, 0), max_concurrent=limit)
+        for pid, limit in Quota.objects.filter(project_id__in=project_ids).values_list(
+            "project_id", "max_concurrent_jobs"
+        )
+    }
+
+
+def _advisory_lock() -> bool:
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_xact_lock(%s)", [ADVISORY_KEY])
+        return bool(cur.fetchone()[0])
+
+
+def _refresh_counters(nodes: list[NodeSnapshot], stored: dict[int, tuple], added: dict[int, list]) -> None:
+    """Keep Node.allocated_* (shown to operators) equal to what active attempts hold."""
+    from nodes.models import Node
+
+    changed = []
+    for node in nodes:
+        cpu, mem, uuids = added.get(node.id, (0, 0, ()))
+        want = (node.used_cpu_milli + cpu, node.used_memory_bytes + mem, sorted(node.used_gpus.union(uuids)))
+        if stored.get(node.id) != want:
+            changed.append(
+                Node(pk=node.id, allocated_cpu_milli=want[0], allocated_memory_bytes=want[1], allocated_gpus=want[2])
+            )
+    if changed:
+        Node.objects.bulk_update(
+            changed, ["allocated_cpu_milli", "allocated_memory_bytes", "allocated_gpus"], batch_size=500
+        )
+
+
+@transaction.atomic
+def _batch(*, now: datetime, size: int, after: tuple | None) -> tuple[PassStats, tuple | None, int]:
+    stats = PassStats(batches=1)
+    if not _advisory_lock():
+        stats.busy = True
+        return stats, None, 0
+    qs = (
+        Job.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(state=JobState.QUEUED)
+        .defer("env")
+        .order_by("queued_at", "id")
+    )
+    if after is not None:
+        qs = qs.filter(Q(queued_at__gt=after[0]) | Q(queued_at=after[0], id__gt=after[1]))
+    jobs = list(qs[:size])
+    if not jobs:
+        return stats, None, 0
+    nodes, stored = node_snapshots()
+    limits = project_limits({job.project_id for job in jobs})
+    plan = policy.place([job_snapshot(job) for job in jobs], nodes, now=now.timestamp(), projects=limits)
+
+    by_id = {job.pk: job for job in jobs}
+    names = {node.id: node.name for node in nodes}
+    placed_jobs, attempts, added = [], [], {}
+    numbers = dict(
+        Attempt.objects.filter(job_id__in=[p.job_id for p in plan.placements])
+        .values("job_id")
+        .annotate(n=Count("id"))
+        .values_list("job_id", "n")
+    )
+    for p in plan.placements:
+        job = by_id[p.job_id]
+        placed_jobs.append(job)
+        deadline = now.timestamp() + job.timeout_seconds + settings.EULER_JOB_TIMEOUT_GRACE
+        attempts.append(
+            Attempt(
+                job=job,
+                number=numbers.get(job.pk, 0) + 1,
+                node_id=p.node_id,
+                node_name=names[p.node_id],
+                cpu_milli=job.cpu_milli,
+                memory_bytes=job.memory_bytes,
+                gpu_uuids=list(p.gpu_uuids),
+                state=AttemptState.ASSIGNED,
+                deadline_at=datetime.fromtimestamp(deadline + settings.EULER_JOB_START_GRACE, tz=now.tzinfo),
+            )
+        )
+        e = added.setdefault(p.node_id, [0, 0, set()])
+        e[0] += job.cpu_milli
+        e[1] += job.memory_bytes
+        e[2].update(p.gpu_uuids)
+    if placed_jobs:
+        transitions.assign_many(placed_jobs, attempts, now=now)
+    by_reason: dict[str, list[int]] = {}
+    for job_id, reason in plan.pending.items():
+        if by_id[job_id].pending_reason != reason[:1000]:
+            by_reason.setdefault(reason[:1000], []).append(job_id)
+    for reason, ids in by_reason.items():
+        Job.objects.filter(pk__in=ids).update(pending_reason=reason)
+    _refresh_counters(nodes, stored, added)
+    from nodes import channel
+
+    for node_id in sorted(added):
+        transaction.on_commit(lambda node_id=node_id: channel.wake(node_id))
+    stats.placed, stats.pending = len(placed_jobs), len(plan.pending)
+    last = jobs[-1]
+    return stats, (last.queued_at, last.pk), len(jobs)
+
+
+def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassStats:
+    """Place queued jobs, oldest first, one transaction per batch of `batch` jobs."""
+    size = batch or settings.EULER_SCHEDULER_BATCH
+    stats, after = PassStats(), None
+    while True:
+        got, after, loaded = _batch(now=now or timezone.now(), size=size, after=after)
+        stats.add(got)
+        if got.busy or loaded < size:
+            return stats
+
+
+def run(*, now: datetime | None = None) -> PassStats:
+    """Run passes until nobody asked for another; returns at once when another process holds the pass."""
+    import redis
+
+    from euler.redis import client
+
+    stats = PassStats()
+    try:
+        r = client()
+        r.set(REDIS_DIRTY, 1)
+        while True:
+            lock = r.lock(REDIS_LOCK, timeout=120, blocking=False)
+            if not lock.acquire(blocking=False):
+                stats.busy = True
+                return stats  # the holder sees the flag and goes again
+            try:
+                while r.delete(REDIS_DIRTY):
+                    stats.add(one_pass(now=now))
+            finally:
+                try:
+                    lock.release()
+                except redis.exceptions.LockError:
+                    log.warning("scheduler lock expired during a pass")
+            if not r.exists(REDIS_DIRTY):
+                return stats
+    except redis.exceptions.RedisError as exc:
+        log.warning("scheduler runs without its Redis lock: %s", type(exc).__name__)
+        stats.add(one_pass(now=now))
+        return stats

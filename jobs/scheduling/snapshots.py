@@ -1,0 +1,66 @@
+"""Frozen, Django-free views of nodes, queued jobs and project limits that the scheduling policy reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PLATFORM = "platform"
+COMMUNITY = "community"
+UNTRUSTED = "untrusted"
+POOL_ANY = "any"
+POOL_OWN = "own"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    id: int
+    name: str = ""
+    region: str = ""
+    labels: frozenset[tuple[str, str]] = frozenset()
+    trust: str = PLATFORM
+    public_pool: bool = False
+    owner_project_id: int | None = None
+    approved: bool = True
+    online: bool = True
+    draining: bool = False
+    cpu_milli: int = 0  # totals
+    memory_bytes: int = 0
+    gpu_uuids: tuple[str, ...] = ()  # in device index order
+    used_cpu_milli: int = 0  # held by active attempts
+    used_memory_bytes: int = 0
+    used_gpus: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class JobSnapshot:
+    id: int
+    project_id: int
+    cpu_milli: int
+    memory_bytes: int
+    gpu_count: int = 0
+    queued_at: float = 0.0  # order key: earlier first, then id
+    region: str = ""
+    node_selector: frozenset[tuple[str, str]] = frozenset()
+    pool: str = POOL_ANY
+    min_trust: str = COMMUNITY
+    needs_secrets: bool = False  # has env: platform nodes only
+    not_before: float | None = None  # retry backoff
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectLimit:
+    active: int  # jobs of the project holding an attempt now
+    max_concurrent: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    job_id: int
+    node_id: int
+    gpu_uuids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    placements: tuple[Placement, ...] = ()
+    pending: dict[int, str] = field(default_factory=dict)  # job id -> why it stays queued

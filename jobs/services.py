@@ -1,0 +1,92 @@
+"""Writes for jobs that users ask for: submit, cancel, retry. The API, console and admin call these."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from euler.errors import Conflict, NotFound
+from jobs import transitions
+from jobs.models import Attempt, Job
+from jobs.states import ACTIVE, ATTEMPT_ACTIVE, TERMINAL, JobState
+
+log = logging.getLogger(__name__)
+
+
+def schedule_on_commit() -> None:
+    """Ask for a scheduling pass once the current transaction commits (beat catches up if this is lost)."""
+
+    def fire() -> None:
+        from jobs import tasks
+
+        try:
+            tasks.schedule.delay()
+        except Exception as exc:  # noqa: BLE001 - the broker being down only delays placement to the next beat
+            log.warning("scheduling pass not requested: %s", type(exc).__name__)
+
+    transaction.on_commit(fire)
+
+
+def wake_on_commit(node_id: int | None) -> None:
+    if node_id is None:
+        return
+    from nodes import channel
+
+    transaction.on_commit(lambda: channel.wake(node_id))
+
+
+@transaction.atomic
+def job_submit(*, project, spec: dict, by=None) -> Job:
+    """A new queued job from a validated spec (see jobs.validation)."""
+    env = spec.pop("env", None) or None
+    job = Job.objects.create(
+        project=project, env=env, has_env=bool(env), created_by=by, queued_at=timezone.now(), **spec
+    )
+    transitions.created(job)
+    schedule_on_commit()
+    return job
+
+
+def _locked(job_id: int, project) -> Job:
+    job = transitions.lock(job_id, project=project)
+    if job is None:
+        raise NotFound("No such job.")
+    return job
+
+
+@transaction.atomic
+def job_cancel(*, job_id: int, project, by=None) -> Job:
+    """Queued → cancelled at once; assigned/running → cancelled, and the node is told to stop the container."""
+    job = _locked(job_id, project)
+    attempt = job.current_attempt if job.state in ACTIVE else None
+    transitions.move(job, JobState.CANCELLED, attempt=attempt, why="cancelled", note="cancelled by user")
+    if attempt is not None:
+        # The attempt keeps its resources until the node says the container is gone.
+        Attempt.objects.filter(pk=attempt.pk, state__in=ATTEMPT_ACTIVE, stop_reason="").update(stop_reason="cancelled")
+        wake_on_commit(attempt.node_id)
+    return job
+
+
+@transaction.atomic
+def job_retry(*, job_id: int, project, by=None) -> Job:
+    """An ended job goes back to the queue for a new attempt, with its automatic retries renewed."""
+    job = _locked(job_id, project)
+    if job.state not in TERMINAL:
+        raise Conflict(f"Only an ended job can be retried; this one is {job.state}.", code="invalid_transition")
+    if job.current_attempt_id and Attempt.objects.filter(pk=job.current_attempt_id, state__in=ATTEMPT_ACTIVE).exists():
+        raise Conflict("The previous attempt is still being stopped; retry in a few seconds.", code="attempt_stopping")
+    transitions.move(
+        job,
+        JobState.QUEUED,
+        why="retry",
+        note="retried by user",
+        current_attempt=None,
+        retries_used=0,
+        not_before=None,
+        exit_code=None,
+        reason="",
+    )
+    schedule_on_commit()
+    return job

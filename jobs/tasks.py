@@ -1,0 +1,28 @@
+"""Celery tasks: each takes ids (or nothing) and calls one domain function."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="jobs.tasks.schedule", ignore_result=True)
+def schedule() -> None:
+    from jobs.scheduling import cycle
+
+    cycle.run()
+
+
+@shared_task(name="jobs.tasks.node_lost", ignore_result=True)
+def node_lost(node_id: int) -> None:
+    from jobs import attempts
+
+    attempts.node_lost(node_id=node_id)
+
+
+@shared_task(name="jobs.tasks.sweep", ignore_result=True)
+def sweep() -> None:
+    """Backstops: attempts past their deadline, and attempts still held by offline nodes."""
+    from jobs import attempts
+
+    attempts.deadlines_expire()
+    attempts.offline_sweep()

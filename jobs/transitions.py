@@ -1,0 +1,121 @@
+"""The only code that changes a job's state: checks the table, writes a JobEvent, broadcasts after commit.
+
+Callers hold the job row locked (`lock(job_id)` or the scheduler's SKIP LOCKED select) inside a transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.utils import timezone
+
+from euler.errors import Conflict
+from jobs.models import Attempt, Job, JobEvent
+from jobs.states import TERMINAL, JobState, allowed
+
+log = logging.getLogger(__name__)
+
+
+def group_name(job_id: int) -> str:
+    return f"jobs.{job_id}"
+
+
+async def _send_all(layer, moves: list[tuple[int, str]]) -> None:
+    await asyncio.gather(
+        *(
+            layer.group_send(group_name(job_id), {"type": "job.state", "state": state, "terminal": state in TERMINAL})
+            for job_id, state in moves
+        )
+    )
+
+
+def _send(moves: list[tuple[int, str]]) -> None:
+    from channels.layers import get_channel_layer
+
+    try:
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(_send_all)(layer, moves)
+    except Exception as exc:  # noqa: BLE001 - a missed broadcast must not undo a committed transition
+        log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
+
+
+def broadcast_on_commit(job_id: int, state: str) -> None:
+    transaction.on_commit(lambda: _send([(job_id, state)]))
+
+
+def lock(job_id: int, *, project=None) -> Job | None:
+    qs = Job.objects.select_for_update().filter(pk=job_id)
+    if project is not None:
+        qs = qs.filter(project=project)
+    return qs.first()
+
+
+def check(job: Job, to: str) -> None:
+    if not allowed(job.state, to):
+        raise Conflict(f"A {job.state} job cannot become {to}.", code="invalid_transition")
+
+
+def move(
+    job: Job,
+    to: str,
+    *,
+    attempt: Attempt | None = None,
+    why: str = "",
+    note: str = "",
+    now: datetime | None = None,
+    **fields,
+) -> Job:
+    """Move a locked job to `to` (409 invalid_transition when the table forbids it), setting `fields` too.
+
+    `why` (a short code) and `note` go to the JobEvent; `fields` are Job columns.
+    """
+    check(job, to)
+    now = now or timezone.now()
+    source = job.state
+    job.state = to
+    if to in TERMINAL:
+        fields.setdefault("ended_at", now)
+    if to == JobState.QUEUED:
+        fields.setdefault("queued_at", now)
+        fields.setdefault("ended_at", None)
+    if to != JobState.QUEUED:
+        fields.setdefault("pending_reason", "")
+    for name, value in fields.items():
+        setattr(job, name, value)
+    job.save(update_fields=["state", "updated_at", *fields])
+    JobEvent.objects.create(
+        job=job, attempt=attempt, from_state=source, to_state=to, reason=why[:32], message=note[:1000]
+    )
+    broadcast_on_commit(job.pk, to)
+    return job
+
+
+def created(job: Job) -> None:
+    JobEvent.objects.create(job=job, from_state="", to_state=job.state, message="submitted")
+    broadcast_on_commit(job.pk, job.state)
+
+
+def assign_many(jobs: list[Job], attempts: list[Attempt], *, now: datetime) -> None:
+    """The scheduler's batch move queued → assigned: one statement per table, not one per job.
+
+    `jobs` are locked (SKIP LOCKED) and queued; `attempts` are unsaved, one per job, in the same order.
+    """
+    for job in jobs:
+        check(job, JobState.ASSIGNED)
+    Attempt.objects.bulk_create(attempts)
+    events = []
+    for job, attempt in zip(jobs, attempts, strict=True):
+        job.state = JobState.ASSIGNED
+        job.current_attempt = attempt
+        job.pending_reason = ""
+        job.updated_at = now
+        events.append(JobEvent(job=job, attempt=attempt, from_state=JobState.QUEUED, to_state=JobState.ASSIGNED))
+    Job.objects.bulk_update(jobs, ["state", "current_attempt", "pending_reason", "updated_at"], batch_size=1000)
+    JobEvent.objects.bulk_create(events)
+    moves = [(job.pk, JobState.ASSIGNED) for job in jobs]
+    transaction.on_commit(lambda: _send(moves))

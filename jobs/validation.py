@@ -1,0 +1,160 @@
+"""Pure checks of a job submission, each failing with InvalidInput and a stable code."""
+
+from __future__ import annotations
+
+import re
+
+from euler.errors import InvalidInput
+
+MIB = 1024 * 1024
+MAX_TIMEOUT = 7 * 24 * 3600
+MAX_CPU_MILLI = 1_000_000
+MAX_MEMORY = 16 * 1024**4
+MAX_GPUS = 8
+MAX_RETRIES = 10
+
+# The options a container never gets, whatever the body says: 400 forbidden_option.
+FORBIDDEN_OPTIONS = frozenset(
+    {
+        "privileged", "volumes", "binds", "mounts", "network_mode", "network", "cap_add", "capabilities",
+        "devices", "device_requests", "pid_mode", "ipc_mode", "uts_mode", "userns_mode", "security_opt",
+        "user", "runtime", "sysctls", "tmpfs", "volumes_from", "extra_hosts", "cgroup_parent", "ports",
+        "publish_all_ports", "group_add", "oom_kill_disable", "pids_limit", "ulimits", "entrypoint",
+        "working_dir", "host_config", "labels", "dns", "init", "shm_size", "cgroupns",
+    }
+)  # fmt: skip
+
+# docker reference: [registry[:port]/]path[:tag][@digest]
+_IMAGE = re.compile(
+    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+_REGION = re.compile(r"^[A-Za-z0-9._-]{0,63}$")
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9._-]{0,63}$")
+
+
+def _int(value, *, code: str, low: int, high: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{what} must be an integer.", code=code)
+    if not low <= value <= high:
+        raise InvalidInput(f"{what} must be between {low} and {high}, got {value}.", code=code)
+    return value
+
+
+def _no_control(text: str) -> bool:
+    return not any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
+def name(value) -> str:
+    if not isinstance(value, str) or not 1 <= len(value.strip()) <= 100 or not _no_control(value):
+        raise InvalidInput("name is 1 to 100 printable characters.", code="invalid_name")
+    return value.strip()
+
+
+def image(value) -> str:
+    if not isinstance(value, str) or len(value) > 512 or not _IMAGE.match(value):
+        raise InvalidInput("image is not a valid image reference (e.g. alpine:3.20).", code="invalid_image")
+    return value
+
+
+def command(value) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise InvalidInput("command is a non-empty list of strings.", code="invalid_command")
+    if len(value) > 256 or not all(isinstance(arg, str) for arg in value):
+        raise InvalidInput("command is a list of at most 256 strings.", code="invalid_command")
+    if any("\x00" in arg for arg in value) or sum(len(arg) for arg in value) > 64 * 1024:
+        raise InvalidInput("command holds a NUL byte or exceeds 64 KiB.", code="invalid_command")
+    return value
+
+
+def cpu_milli(value) -> int:
+    return _int(value, code="invalid_cpu", low=1, high=MAX_CPU_MILLI, what="cpu_milli")
+
+
+def memory_bytes(value) -> int:
+    return _int(value, code="invalid_memory", low=4 * MIB, high=MAX_MEMORY, what="memory_bytes")
+
+
+def gpu_count(value) -> int:
+    return _int(value, code="invalid_gpu_count", low=0, high=MAX_GPUS, what="gpu_count")
+
+
+def timeout_seconds(value) -> int:
+    return _int(value, code="invalid_timeout", low=1, high=MAX_TIMEOUT, what="timeout_seconds")
+
+
+def max_retries(value) -> int:
+    return _int(value, code="invalid_max_retries", low=0, high=MAX_RETRIES, what="max_retries")
+
+
+def env(value) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise InvalidInput("env is an object of strings.", code="invalid_env")
+    if len(value) > 128:
+        raise InvalidInput("env holds at most 128 variables.", code="invalid_env")
+    total = 0
+    for key, val in value.items():
+        if not _ENV_NAME.match(key):
+            raise InvalidInput(f"env name {key[:64]!r} is not a valid variable name.", code="invalid_env")
+        if not isinstance(val, str) or "\x00" in val or len(val) > 32 * 1024:
+            raise InvalidInput(f"env value of {key} must be a string of at most 32 KiB.", code="invalid_env")
+        total += len(key) + len(val)
+    if total > 128 * 1024:
+        raise InvalidInput("env exceeds 128 KiB in all.", code="invalid_env")
+    return value
+
+
+def region(value) -> str:
+    if not isinstance(value, str) or not _REGION.match(value):
+        raise InvalidInput("region is up to 63 letters, digits, '.', '_' or '-'.", code="invalid_region")
+    return value
+
+
+def node_selector(value) -> dict[str, str]:
+    if not isinstance(value, dict) or len(value) > 32:
+        raise InvalidInput("node_selector is an object of at most 32 labels.", code="invalid_node_selector")
+    for key, val in value.items():
+        if not _LABEL_KEY.match(key) or not isinstance(val, str) or not _LABEL_VALUE.match(val):
+            raise InvalidInput(f"node_selector label {key[:64]!r} is not a valid label.", code="invalid_node_selector")
+    return value
+
+
+def retry_on(value) -> list[str]:
+    allowed = ("lost", "failed", "timeout")
+    if not isinstance(value, list) or not all(isinstance(v, str) and v in allowed for v in value):
+        raise InvalidInput("retry_on is a list of 'lost', 'failed', 'timeout'.", code="invalid_retry_on")
+    return sorted(set(value), key=allowed.index)
+
+
+def pool(value) -> str:
+    if value not in ("any", "own"):
+        raise InvalidInput("pool is 'any' or 'own'.", code="invalid_pool")
+    return value
+
+
+def min_trust(value) -> str:
+    if value not in ("community", "platform"):
+        raise InvalidInput("min_trust is 'community' or 'platform'.", code="invalid_min_trust")
+    return value
+
+
+# Field name -> (check, default when absent; None: required).
+FIELDS = {
+    "name": (name, None),
+    "image": (image, None),
+    "command": (command, None),
+    "cpu_milli": (cpu_milli, None),
+    "memory_bytes": (memory_bytes, None),
+    "gpu_count": (gpu_count, lambda: 0),
+    "timeout_seconds": (timeout_seconds, None),
+    "env": (env, dict),
+    "region": (region, str),
+    "node_selector": (node_selector, dict),
+    "max_retries": (max_retries, lambda: 1),
+    "retry_on": (retry_on, lambda: ["lost"]),
+    "pool": (pool, lambda: "any"),
+    "min_trust": (min_trust, lambda: "community"),
+}
