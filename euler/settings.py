@@ -137,7 +137,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("EULER_CELERY_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "quotas.flush_invocations": {"task": "quotas.flush_invocations", "schedule": 10.0},
+}
 
 CHANNEL_LAYERS = {
     "default": {

@@ -27,6 +27,22 @@ def _redis_up():
         embedded_redis.stop(proc)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _drop_stray_connections_at_teardown(django_db_setup, django_db_blocker):
+    """Async code leaves connections open in executor threads; PostgreSQL then refuses to drop
+    the test database. Close them before pytest-django's teardown."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 def docker_available() -> str | None:
     """None when a Docker engine answers, else why not."""
     if shutil.which("docker") is None:

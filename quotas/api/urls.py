@@ -1,9 +1,10 @@
 from django.urls import path
 
-from quotas.api import members, views
+from quotas.api import members, usage, views
 
 urlpatterns = [
     path("project", views.ProjectView.as_view(), name="project"),
+    path("usage", usage.UsageView.as_view(), name="usage"),
     path("api-keys", views.ApiKeyListView.as_view(), name="api-keys"),
     path("api-keys/<int:key_id>", views.ApiKeyDetailView.as_view(), name="api-key-detail"),
     path("project/invitations", members.InvitationListView.as_view(), name="invitations"),
