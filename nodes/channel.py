@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Callable
 
 from nodeagent import protocol
@@ -112,16 +113,16 @@ class _Listener:
                 event.set()
 
 
-_listeners: dict[int, _Listener] = {}
+_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Listener] = weakref.WeakKeyDictionary()
 
 
 async def _listener() -> _Listener:
     loop = asyncio.get_running_loop()
-    listener = _listeners.get(id(loop))
+    listener = _listeners.get(loop)
     if listener is None or listener.task is None or listener.task.done():
         listener = _Listener()
         listener.task = loop.create_task(listener.run())
-        _listeners[id(loop)] = listener
+        _listeners[loop] = listener
     try:
         await asyncio.wait_for(listener.ready.wait(), timeout=2)
     except TimeoutError:

@@ -7,7 +7,7 @@ from nodes.models import EnrollmentToken, Node, TrustLevel
 class EnrollmentTokenCreateIn(StrictSerializer):
     trust = serializers.ChoiceField(choices=TrustLevel.choices, default=TrustLevel.UNTRUSTED)
     platform = serializers.BooleanField(default=False, help_text="A platform token (staff only): no owner project.")
-    ttl = serializers.IntegerField(required=False, min_value=60, max_value=7 * 86400)
+    ttl = serializers.IntegerField(required=False, help_text="Lifetime in seconds, 60 to 604800.")
     region = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
     labels = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, default=dict)
     label = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")

@@ -36,7 +36,9 @@ def test_an_expired_token_is_refused_with_401_enrollment_token_expired(platform_
 
 
 def test_an_unknown_token_is_refused_with_401(node_client):
-    r = node_client().post(ENROLL, {"token": "euler_enroll_" + "x" * 40, "name": "n1", "resources": resources()}, format="json")
+    r = node_client().post(
+        ENROLL, {"token": "euler_enroll_" + "x" * 40, "name": "n1", "resources": resources()}, format="json"
+    )
     assert r.status_code == 401 and r.json()["code"] == "invalid_enrollment_token"
 
 

@@ -1,0 +1,58 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from nodes import liveness, services
+from nodes.models import EventKind, Node
+from nodes.signals import node_offline
+from nodes.tasks import mark_offline
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def approved_online(platform_node, heartbeat):
+    node, cred = platform_node
+    services.node_approve(node=node)
+    heartbeat(cred)
+    return node, cred
+
+
+def test_a_silent_node_goes_offline_once_with_an_event_and_the_signal(approved_online, settings):
+    node, _ = approved_online
+    seen = []
+
+    def listener(sender, node_id, **kw):
+        seen.append(node_id)
+
+    node_offline.connect(listener)
+    try:
+        later = timezone.now() + timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER + 1)
+        assert liveness.mark_offline(now=later) == [node.pk]
+        assert liveness.mark_offline(now=later) == []
+    finally:
+        node_offline.disconnect(listener)
+    node.refresh_from_db()
+    assert not node.online and seen == [node.pk]
+    assert node.events.filter(kind=EventKind.OFFLINE).count() == 1
+
+
+def test_a_node_within_the_window_stays_online(approved_online):
+    assert mark_offline() == 0
+    assert Node.objects.get().online
+
+
+def test_a_node_that_heartbeats_again_is_back_online(approved_online, heartbeat, settings):
+    node, cred = approved_online
+    liveness.mark_offline(now=timezone.now() + timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER + 1))
+    heartbeat(cred)
+    node.refresh_from_db()
+    assert node.online
+    assert node.events.filter(kind=EventKind.ONLINE).count() == 2
+
+
+def test_the_beat_schedule_runs_the_offline_task():
+    from django.conf import settings
+
+    assert settings.CELERY_BEAT_SCHEDULE["nodes-mark-offline"]["task"] == "nodes.tasks.mark_offline"
