@@ -35,3 +35,20 @@ def readyz(request):
             status=503,
         )
     return JsonResponse({"status": "ready"})
+
+
+def metrics_view(request):
+    """Prometheus scrape endpoint; `EULER_METRICS_TOKEN`, when set, is required as a Bearer token."""
+    import hmac
+
+    from django.conf import settings
+    from django.http import HttpResponse
+
+    from euler import metrics
+
+    token = settings.EULER_METRICS_TOKEN
+    if token:
+        presented = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(presented.encode(), token.encode()):
+            return JsonResponse({"code": "not_authenticated", "detail": "A metrics token is required."}, status=401)
+    return HttpResponse(metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "euler.observability.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -229,6 +230,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
 # --- Euler ----------------------------------------------------------------------------------
+EULER_METRICS_TOKEN = env_secret("EULER_METRICS_TOKEN")
 EULER_PUBLIC_URL = env_str("EULER_PUBLIC_URL", "http://127.0.0.1:8000")
 EULER_FREE_QUOTA_CPU_CORE_SECONDS = env_int("EULER_FREE_QUOTA_CPU_CORE_SECONDS", 360_000, minimum=0)
 EULER_FREE_QUOTA_GPU_SECONDS = env_int("EULER_FREE_QUOTA_GPU_SECONDS", 36_000, minimum=0)
@@ -249,11 +251,20 @@ for _conf in (_nodes_conf, _jobs_conf, _agents_conf, _gateway_conf):
             globals()[_name] = getattr(_conf, _name)
     CELERY_BEAT_SCHEDULE.update(_conf.BEAT_SCHEDULE)
 
+EULER_LOG_FORMAT = env_str("EULER_LOG_FORMAT", "plain" if DEBUG else "json")
+if EULER_LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(f"EULER_LOG_FORMAT must be plain or json, got {EULER_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "euler.observability.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {"()": "euler.observability.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": EULER_LOG_FORMAT, "filters": ["request_id"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("EULER_LOG_LEVEL", "INFO")},
     "loggers": {"django.request": {"level": "ERROR"}, "daphne": {"level": "WARNING"}},
 }

@@ -13,6 +13,7 @@ api_v1 = [
     path("", include("quotas.api.urls")),
     path("", include("nodes.api.urls")),
     path("", include("jobs.api.urls")),
+    path("", include("jobs.api.logs_urls")),
     path("", include("agents.api.urls")),
     path("", include("gateway.api.urls")),
 ]
@@ -25,6 +26,7 @@ node_api_v1 = [
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics_view, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),

@@ -1,0 +1,172 @@
+"""Prometheus metrics shared by every process through Redis.
+
+Counters and histograms are accumulated in process memory (cheap on hot paths, including the
+async gateway) and flushed to Redis by a daemon thread every second; `/metrics` reads Redis plus
+gauges computed from the database at scrape time. Names are declared once below.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections import defaultdict
+
+log = logging.getLogger(__name__)
+
+COUNTERS = {
+    "euler_placements_total": "Attempts placed on nodes by the scheduler",
+    "euler_heartbeats_total": "Node heartbeats accepted",
+    "euler_invocations_total": "Agent invocations relayed by the gateway",
+    "euler_log_bytes_total": "Job log bytes stored",
+    "euler_scheduling_passes_total": "Scheduling passes run",
+}
+HISTOGRAMS = {
+    "euler_scheduling_pass_seconds": (
+        "Duration of a scheduling pass",
+        (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+    ),
+    "euler_gateway_latency_seconds": (
+        "Gateway time to first byte from upstream",
+        (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    ),
+}
+_KEY_C = "euler:metrics:counters"
+_KEY_H = "euler:metrics:hist"
+
+_lock = threading.Lock()
+_counters: dict[str, float] = defaultdict(float)
+_hist: dict[str, float] = defaultdict(float)
+_flusher: threading.Thread | None = None
+_stop = threading.Event()
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    inner = ",".join(f'{k}="{str(v).replace(chr(92), "").replace(chr(34), "")}"' for k, v in sorted(labels.items()))
+    return "{" + inner + "}"
+
+
+def inc(name: str, amount: float = 1.0, **labels: str) -> None:
+    with _lock:
+        _counters[name + _labels(labels)] += amount
+    _ensure_flusher()
+
+
+def observe(name: str, seconds: float, **labels: str) -> None:
+    _, buckets = HISTOGRAMS[name]
+    lab = _labels(labels)
+    with _lock:
+        for bound in buckets:
+            if seconds <= bound:
+                _hist[f"{name}|{bound}|{lab}"] += 1
+        _hist[f"{name}|+Inf|{lab}"] += 1
+        _hist[f"{name}|sum|{lab}"] += seconds
+    _ensure_flusher()
+
+
+def flush() -> None:
+    with _lock:
+        counters, hist = dict(_counters), dict(_hist)
+        _counters.clear()
+        _hist.clear()
+    if not counters and not hist:
+        return
+    from euler.redis import client
+
+    try:
+        pipe = client().pipeline(transaction=False)
+        for key, value in counters.items():
+            pipe.hincrbyfloat(_KEY_C, key, value)
+        for key, value in hist.items():
+            pipe.hincrbyfloat(_KEY_H, key, value)
+        pipe.execute()
+    except Exception:  # noqa: BLE001 - metrics must never break the caller; put them back
+        with _lock:
+            for key, value in counters.items():
+                _counters[key] += value
+            for key, value in hist.items():
+                _hist[key] += value
+
+
+def _run() -> None:
+    while not _stop.wait(1.0):
+        flush()
+
+
+def _ensure_flusher() -> None:
+    global _flusher
+    if _flusher is None or not _flusher.is_alive():
+        with _lock:
+            if _flusher is None or not _flusher.is_alive():
+                _flusher = threading.Thread(target=_run, name="euler-metrics", daemon=True)
+                _flusher.start()
+                atexit.register(flush)
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def render() -> str:
+    """The Prometheus text exposition of every metric."""
+    from django.db.models import Count
+
+    from euler.redis import client
+
+    flush()
+    lines: list[str] = []
+    r = client()
+    stored_c = {k.decode(): float(v) for k, v in r.hgetall(_KEY_C).items()}
+    for name, help_text in COUNTERS.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
+        series = {k: v for k, v in stored_c.items() if k == name or k.startswith(name + "{")}
+        for key, value in sorted(series.items()) or [(name, 0.0)]:
+            lines.append(f"{key} {_fmt(value)}")
+    stored_h = {k.decode(): float(v) for k, v in r.hgetall(_KEY_H).items()}
+    for name, (help_text, buckets) in HISTOGRAMS.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+        label_sets = sorted({k.split("|", 2)[2] for k in stored_h if k.startswith(name + "|")}) or [""]
+        for lab in label_sets:
+            inner = lab[1:-1] if lab else ""
+            for bound in [*buckets, "+Inf"]:
+                le = f'le="{bound}"'
+                labels = "{" + (inner + "," if inner else "") + le + "}"
+                lines.append(f"{name}_bucket{labels} {_fmt(stored_h.get(f'{name}|{bound}|{lab}', 0))}")
+            lines.append(f"{name}_sum{lab} {_fmt(stored_h.get(f'{name}|sum|{lab}', 0))}")
+            lines.append(f"{name}_count{lab} {_fmt(stored_h.get(f'{name}|+Inf|{lab}', 0))}")
+
+    # Gauges from the database, computed at scrape time.
+    try:
+        from jobs.models import Job
+
+        lines += ["# HELP euler_jobs Jobs by state", "# TYPE euler_jobs gauge"]
+        for row in Job.objects.values("state").annotate(n=Count("id")).order_by("state"):
+            lines.append(f'euler_jobs{{state="{row["state"]}"}} {row["n"]}')
+        queued = Job.objects.filter(state="queued").count()
+        lines += [
+            "# HELP euler_queue_depth Queued jobs",
+            "# TYPE euler_queue_depth gauge",
+            f"euler_queue_depth {queued}",
+        ]
+    except Exception as exc:  # noqa: BLE001 - a missing app or table must not break the scrape
+        log.debug("job gauges unavailable: %s", exc)
+    try:
+        from nodes.models import Node
+
+        online = Node.objects.filter(approval="approved", online=True).count()
+        lines += ["# HELP euler_nodes_online Approved nodes online", "# TYPE euler_nodes_online gauge"]
+        lines.append(f"euler_nodes_online {online}")
+    except Exception as exc:  # noqa: BLE001
+        log.debug("node gauges unavailable: %s", exc)
+    return "\n".join(lines) + "\n"
+
+
+def reset_for_tests() -> None:
+    from euler.redis import client
+
+    with _lock:
+        _counters.clear()
+        _hist.clear()
+    client().delete(_KEY_C, _KEY_H)

@@ -1,0 +1,90 @@
+"""Request ids and structured JSON logs.
+
+Every HTTP request gets an id (the client's `X-Request-ID` when sane, else a new one), echoed in
+the response and attached to each log record written while the request is handled.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import re
+import uuid
+from datetime import UTC, datetime
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("euler_request_id", default="")
+_SANE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def new_request_id(incoming: str | None) -> str:
+    if incoming and _SANE.match(incoming):
+        return incoming
+    return uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """Sets the request id for the request's context (works sync and async, no thread hop)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.is_async:
+            return self.__acall__(request)
+        token = request_id_var.set(new_request_id(request.META.get("HTTP_X_REQUEST_ID")))
+        request.request_id = request_id_var.get()
+        try:
+            response = self.get_response(request)
+        finally:
+            request_id_var.reset(token)
+        response["X-Request-ID"] = request.request_id
+        return response
+
+    async def __acall__(self, request):
+        token = request_id_var.set(new_request_id(request.META.get("HTTP_X_REQUEST_ID")))
+        request.request_id = request_id_var.get()
+        try:
+            response = await self.get_response(request)
+        finally:
+            request_id_var.reset(token)
+        response["X-Request-ID"] = request.request_id
+        return response
+
+
+class RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id_var.get()
+        return True
+
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "request_id"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, request_id, and any `extra` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        body = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        rid = getattr(record, "request_id", "")
+        if rid:
+            body["request_id"] = rid
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                body[key] = value if isinstance(value, str | int | float | bool | type(None)) else str(value)
+        if record.exc_info:
+            body["exc"] = self.formatException(record.exc_info)
+        return json.dumps(body, ensure_ascii=False)
