@@ -1,0 +1,142 @@
+"""WebSocket `/ws/jobs/{id}/logs/`: the backlog of the job's latest attempt, then live chunks, then `end`.
+
+Messages: `{"type": "log", "attempt": N, "seq": S, "stream": "stdout"|"stderr", "data": "..."}` in seq order,
+each seq once; `{"type": "attempt", "attempt": N}` when a retry starts a new attempt; `{"type": "end",
+"state": ...}` when the job ends (then the server closes). `?after_seq=S` resumes after a reconnect.
+The database is the source of truth: a live message that skips a seq makes the consumer read the gap.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from jobs.logs_api import chunks_after, log_target
+from jobs.models import Attempt, Job
+from jobs.states import TERMINAL
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+@database_sync_to_async
+def _project_from_session(scope):
+    from quotas.selectors import session_project
+
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return None
+    return session_project(SimpleNamespace(user=user, session=scope.get("session") or {}))
+
+
+@database_sync_to_async
+def _target(project, job_id: int):
+    return log_target(project=project, job_id=job_id)
+
+
+@database_sync_to_async
+def _chunks(attempt_id: int, after: int):
+    return chunks_after(attempt_id, after)
+
+
+@database_sync_to_async
+def _job_state(job_id: int) -> str:
+    return Job.objects.filter(pk=job_id).values_list("state", flat=True).first() or ""
+
+
+@database_sync_to_async
+def _attempt(attempt_id: int):
+    return Attempt.objects.filter(pk=attempt_id).values("pk", "number", "job_id").first()
+
+
+class JobLogsConsumer(AsyncJsonWebsocketConsumer):
+    group: str | None = None
+
+    async def connect(self):
+        from euler.errors import NotFound
+
+        self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
+        project = self.scope.get("euler_project")
+        if project is None and not self.scope.get("euler_api_key"):
+            project = await _project_from_session(self.scope)
+        if project is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        try:
+            target = await _target(project, self.job_id)
+        except NotFound:
+            await self.close(code=CLOSE_NOT_FOUND)  # another project's job: refused like a missing one
+            return
+        self.attempt_id, self.attempt_number = target.attempt_id, target.attempt_number
+        self.last_seq = self._after_seq()
+        self.ended = False
+        self.group = f"jobs.{self.job_id}"
+        await self.channel_layer.group_add(self.group, self.channel_name)  # before the backlog: nothing falls between
+        await self.accept()
+        await self._catch_up()
+        state = await _job_state(self.job_id)
+        if state in TERMINAL:
+            await self._end(state)
+
+    def _after_seq(self) -> int:
+        query = self.scope.get("query_string", b"").decode("latin-1")
+        for part in query.split("&"):
+            name, _, value = part.partition("=")
+            if name == "after_seq" and value.lstrip("-").isdigit():
+                return max(int(value), -1)
+        return -1
+
+    async def disconnect(self, code):
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = None
+
+    async def receive_json(self, content, **kwargs):
+        """Readers only listen; anything they send is ignored."""
+
+    async def _catch_up(self, upto: int | None = None) -> None:
+        if self.attempt_id is None:
+            return
+        while True:
+            rows = await _chunks(self.attempt_id, self.last_seq)
+            for seq, stream, data in rows:
+                await self._send_chunk(seq, stream, data)
+            if not rows or (upto is not None and self.last_seq >= upto):
+                return
+
+    async def _send_chunk(self, seq: int, stream: str, data: str) -> None:
+        self.last_seq = seq
+        await self.send_json(
+            {"type": "log", "attempt": self.attempt_number, "seq": seq, "stream": stream, "data": data}
+        )
+
+    async def job_log(self, message):
+        if self.ended:
+            return
+        attempt_id = message.get("attempt_id")
+        if attempt_id != self.attempt_id:
+            info = await _attempt(attempt_id) if attempt_id else None
+            if info is None or info["job_id"] != self.job_id or (self.attempt_number or 0) > info["number"]:
+                return
+            await self._catch_up()  # the old attempt's tail, then switch to the retry's log
+            self.attempt_id, self.attempt_number, self.last_seq = info["pk"], info["number"], -1
+            await self.send_json({"type": "attempt", "attempt": self.attempt_number})
+        seq = message["seq"]
+        if seq <= self.last_seq:
+            return
+        if seq == self.last_seq + 1:
+            await self._send_chunk(seq, message["stream"], message["data"])
+        else:
+            await self._catch_up(upto=seq)
+
+    async def job_state(self, message):
+        if message.get("terminal") and not self.ended:
+            await self._catch_up()
+            await self._end(message.get("state", ""))
+
+    async def _end(self, state: str) -> None:
+        self.ended = True
+        await self.send_json({"type": "end", "state": state})
+        await self.close()

@@ -1,0 +1,140 @@
+"""Log readers: `GET /api/v1/jobs/{id}/logs` (text/plain, `?attempt=N`, `?follow=1`) and the selectors behind it.
+
+A plain async Django view rather than DRF: `?follow=1` streams through an async iterator (a sync one
+would be buffered whole), until the attempt ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.http import require_GET
+
+from euler.errors import EulerError, InvalidInput, NotFound, Unauthorized
+from jobs.models import Attempt, Job, LogChunk
+from jobs.states import ATTEMPT_ACTIVE
+
+FOLLOW_POLL_SECONDS = 0.25
+READ_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Target:
+    job_id: int
+    attempt_id: int | None
+    attempt_number: int | None
+
+
+# --- selectors (sync; shared with the websocket consumer) ---------------------------------------
+def project_for_request(request) -> object:
+    """The caller's project by `X-Euler-API-Key` or the console session; raises 401/404 like the API."""
+    from quotas.selectors import session_project
+    from quotas.services import apikey_authenticate
+
+    raw = request.META.get("HTTP_X_EULER_API_KEY")
+    if raw is not None:
+        key = apikey_authenticate(raw=raw.strip())
+        if key is None:
+            raise Unauthorized("The API key is unknown or revoked.", code="invalid_api_key")
+        return key.project
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        raise Unauthorized("Authentication credentials were not provided.", code="not_authenticated")
+    project = session_project(request)
+    if project is None:
+        raise NotFound("You are not a member of any project.", code="no_project")
+    return project
+
+
+def parse_attempt(raw: str | None) -> int | None:
+    if raw in (None, ""):
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+        raise InvalidInput("attempt must be a positive attempt number.", code="invalid_attempt")
+    return int(raw)
+
+
+def log_target(*, project, job_id: int, attempt_number: int | None = None) -> Target:
+    """The job (404 when it is another project's) and the attempt to read: `attempt_number`, else the latest."""
+    job = Job.objects.filter(pk=job_id, project=project).only("pk", "current_attempt_id").first()
+    if job is None:
+        raise NotFound("No such job.", code="not_found")
+    attempts = Attempt.objects.filter(job_id=job.pk)
+    if attempt_number is not None:
+        attempt = attempts.filter(number=attempt_number).only("pk", "number").first()
+        if attempt is None:
+            raise NotFound(f"Job {job_id} has no attempt {attempt_number}.", code="attempt_not_found")
+    else:
+        attempt = attempts.order_by("-number").only("pk", "number").first()
+    if attempt is None:
+        return Target(job.pk, None, None)
+    return Target(job.pk, attempt.pk, attempt.number)
+
+
+def chunks_after(attempt_id: int, after_seq: int, limit: int = READ_BATCH) -> list[tuple[int, str, str]]:
+    rows = LogChunk.objects.filter(attempt_id=attempt_id, seq__gt=after_seq).order_by("seq")
+    return list(rows.values_list("seq", "stream", "data")[:limit])
+
+
+def attempt_active(attempt_id: int) -> bool:
+    return Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).exists()
+
+
+def follow_step(attempt_id: int, after_seq: int) -> tuple[list[tuple[int, str, str]], bool]:
+    """New chunks and whether more can come; the state is read first, so an ended attempt's read is complete."""
+    active = attempt_active(attempt_id)
+    rows = chunks_after(attempt_id, after_seq)
+    return rows, active or len(rows) == READ_BATCH
+
+
+def full_text(attempt_id: int) -> str:
+    return "".join(LogChunk.objects.filter(attempt_id=attempt_id).order_by("seq").values_list("data", flat=True))
+
+
+# --- the view ------------------------------------------------------------------------------------
+def _error(exc: EulerError) -> JsonResponse:
+    return JsonResponse(exc.as_dict(), status=exc.status_code)
+
+
+async def follow(attempt_id: int):
+    """Yields the attempt's log text as it is stored, from the first chunk, until the attempt ends."""
+    last = -1
+    while True:
+        rows, more = await sync_to_async(follow_step)(attempt_id, last)
+        for seq, _stream, data in rows:
+            last = seq
+            yield data
+        if not more:
+            return
+        if not rows:
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+@require_GET
+async def job_logs(request: HttpRequest, job_id: int):
+    def resolve():
+        project = project_for_request(request)
+        target = log_target(project=project, job_id=job_id, attempt_number=parse_attempt(request.GET.get("attempt")))
+        text = None
+        if request.GET.get("follow") not in ("1", "true") and target.attempt_id is not None:
+            text = full_text(target.attempt_id)
+        return target, text
+
+    try:
+        if request.GET.get("follow") not in (None, "", "0", "1", "true", "false"):
+            raise InvalidInput("follow is 1 or 0.", code="invalid_follow")
+        target, text = await sync_to_async(resolve)()
+    except EulerError as exc:
+        return _error(exc)
+    headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+    if target.attempt_number is not None:
+        headers["X-Euler-Attempt"] = str(target.attempt_number)
+    if target.attempt_id is None:
+        return HttpResponse("", content_type="text/plain; charset=utf-8", headers=headers)
+    if text is not None:
+        return HttpResponse(text, content_type="text/plain; charset=utf-8", headers=headers)
+    headers["X-Accel-Buffering"] = "no"
+    return StreamingHttpResponse(follow(target.attempt_id), content_type="text/plain; charset=utf-8", headers=headers)

@@ -1,0 +1,9 @@
+"""Websocket routes of the jobs app (collected by euler/routing.py)."""
+
+from django.urls import path
+
+from jobs.consumers import JobLogsConsumer
+
+websocket_urlpatterns = [
+    path("ws/jobs/<int:job_id>/logs/", JobLogsConsumer.as_asgi()),
+]
