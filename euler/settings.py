@@ -231,6 +231,7 @@ STATIC_ROOT = DATA_DIR / "static"
 
 # --- Euler ----------------------------------------------------------------------------------
 EULER_METRICS_TOKEN = env_secret("EULER_METRICS_TOKEN")
+EULER_AUTH_FAILURES_PER_MINUTE = env_int("EULER_AUTH_FAILURES_PER_MINUTE", 30, minimum=0)
 EULER_PUBLIC_URL = env_str("EULER_PUBLIC_URL", "http://127.0.0.1:8000")
 EULER_FREE_QUOTA_CPU_CORE_SECONDS = env_int("EULER_FREE_QUOTA_CPU_CORE_SECONDS", 360_000, minimum=0)
 EULER_FREE_QUOTA_GPU_SECONDS = env_int("EULER_FREE_QUOTA_GPU_SECONDS", 36_000, minimum=0)

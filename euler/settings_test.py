@@ -18,3 +18,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-{_TEST_DB_SUFFIX}.sqlite3")}  # noqa: F405
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_euler_{_TEST_DB_SUFFIX}"}  # noqa: F405
+
+# Auth-failure rate limits are exercised by their own tests; elsewhere they would make results
+# depend on how many 401s the suite happened to produce within a minute.
+EULER_AUTH_FAILURES_PER_MINUTE = 0

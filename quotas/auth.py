@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser
 from rest_framework import authentication, exceptions
 
+from euler import ratelimit
 from quotas.services import apikey_authenticate
 
 HEADER = "HTTP_X_EULER_API_KEY"
@@ -35,8 +36,16 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         raw = request.META.get(HEADER)
         if raw is None:
             return None
+        # Failed guesses are counted per client address; past the limit every try answers 429.
+        limit, window = ratelimit.auth_failure_limit()
+        who = ratelimit.client_ip(request)
+        try:
+            ratelimit.check("apikey", who, limit=limit, window=window)
+        except ratelimit.RateLimited as exc:
+            raise exceptions.Throttled(wait=exc.extra["retry_after"]) from None
         key = apikey_authenticate(raw=raw.strip())
         if key is None:
+            ratelimit.spend("apikey", who, window=window)
             raise InvalidApiKey()
         return ApiKeyUser(), key
 
