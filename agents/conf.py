@@ -1,5 +1,26 @@
 """Settings of the agents app, read from the environment (merged into euler.settings)."""
 
-from euler.env import env_bool, env_float, env_int, env_list, env_str  # noqa: F401
+from django.core.exceptions import ImproperlyConfigured
 
-BEAT_SCHEDULE: dict = {}
+from euler.env import env_float, env_list
+
+# CIDR ranges that the SSRF guard lets through although they are not global (isolated test networks).
+EULER_AGENT_ALLOWED_NETWORKS = env_list("EULER_AGENT_ALLOWED_NETWORKS", [])
+# How often beat looks for instances whose health check is due (each agent has its own interval).
+EULER_AGENT_HEALTH_TICK = env_float("EULER_AGENT_HEALTH_TICK", 2.0, minimum=0.5)
+
+
+def _validate_networks() -> None:
+    from agents.ssrf import parse_networks
+
+    try:
+        parse_networks(EULER_AGENT_ALLOWED_NETWORKS)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"EULER_AGENT_ALLOWED_NETWORKS: {exc}") from None
+
+
+_validate_networks()
+
+BEAT_SCHEDULE: dict = {
+    "agents-health-checks": {"task": "agents.tasks.run_health_checks", "schedule": EULER_AGENT_HEALTH_TICK},
+}

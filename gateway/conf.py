@@ -1,5 +1,20 @@
 """Settings of the gateway app, read from the environment (merged into euler.settings)."""
 
-from euler.env import env_bool, env_float, env_int, env_list, env_str  # noqa: F401
+from euler.env import env_float, env_int
+
+# Connections the shared upstream client may hold open at once (streams included).
+EULER_GATEWAY_MAX_CONNECTIONS = env_int("EULER_GATEWAY_MAX_CONNECTIONS", 2048, minimum=1)
+EULER_GATEWAY_MAX_KEEPALIVE = env_int("EULER_GATEWAY_MAX_KEEPALIVE", 512, minimum=0)
+# Seconds a routing table (agent config + instance health) is reused before reloading.
+EULER_GATEWAY_ROUTE_TTL = env_float("EULER_GATEWAY_ROUTE_TTL", 2.0, minimum=0)
+# Seconds an API key lookup is reused in process memory (a revoked key stops within this).
+EULER_GATEWAY_KEY_CACHE_TTL = env_float("EULER_GATEWAY_KEY_CACHE_TTL", 2.0, minimum=0)
+# Passive ejection: this many connect errors or 5xx in a row eject an instance for EJECT_SECONDS.
+EULER_GATEWAY_EJECT_AFTER = env_int("EULER_GATEWAY_EJECT_AFTER", 3, minimum=1)
+EULER_GATEWAY_EJECT_SECONDS = env_float("EULER_GATEWAY_EJECT_SECONDS", 30.0, minimum=0)
+# Invocation records are bulk-inserted every FLUSH_INTERVAL seconds or when FLUSH_SIZE are buffered.
+EULER_GATEWAY_FLUSH_INTERVAL = env_float("EULER_GATEWAY_FLUSH_INTERVAL", 1.0, minimum=0.05)
+EULER_GATEWAY_FLUSH_SIZE = env_int("EULER_GATEWAY_FLUSH_SIZE", 500, minimum=1)
+EULER_GATEWAY_BUFFER_MAX = env_int("EULER_GATEWAY_BUFFER_MAX", 100_000, minimum=100)
 
 BEAT_SCHEDULE: dict = {}

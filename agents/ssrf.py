@@ -1,0 +1,240 @@
+"""SSRF guard: which upstream URLs and addresses the gateway may reach, and connections pinned to them.
+
+`refusal()` is the pure core: given a URL, the addresses its host resolved to and the allowed
+networks, it says why the URL is refused (or None). `check_url()` resolves and applies it at
+registration; `PinnedBackend` applies it again at every connect and then dials the checked
+address literal, so a DNS answer that changes between the check and the connect (rebinding)
+cannot reach an internal address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+from django.conf import settings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+METADATA_NAMES = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "metadata.tencentyun.com",
+        "metadata.azure.com",
+        "metadata.azure.internal",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.oraclecloud.com",
+        "metadata.packet.net",
+        "metadata.platformequinix.com",
+        "localhost",
+        "localhost.localdomain",
+    }
+)
+
+# Checked in order; the first match names the reason. Anything else that Python does not call
+# global is refused at the end as "not globally routable".
+_NAMED_RANGES: tuple[tuple[str, IPNetwork], ...] = tuple(
+    (reason, ipaddress.ip_network(cidr))
+    for reason, cidr in (
+        ("unspecified/this-network (0.0.0.0/8)", "0.0.0.0/8"),
+        ("loopback", "127.0.0.0/8"),
+        ("private (RFC 1918)", "10.0.0.0/8"),
+        ("private (RFC 1918)", "172.16.0.0/12"),
+        ("private (RFC 1918)", "192.168.0.0/16"),
+        ("carrier-grade NAT (100.64.0.0/10, cloud metadata lives here)", "100.64.0.0/10"),
+        ("link-local (169.254.0.0/16, cloud metadata lives here)", "169.254.0.0/16"),
+        ("IETF protocol assignments (192.0.0.0/24)", "192.0.0.0/24"),
+        ("documentation range", "192.0.2.0/24"),
+        ("documentation range", "198.51.100.0/24"),
+        ("documentation range", "203.0.113.0/24"),
+        ("benchmarking range (198.18.0.0/15)", "198.18.0.0/15"),
+        ("multicast", "224.0.0.0/4"),
+        ("reserved (240.0.0.0/4)", "240.0.0.0/4"),
+        ("unspecified (::)", "::/128"),
+        ("loopback", "::1/128"),
+        ("NAT64 (64:ff9b::/96)", "64:ff9b::/96"),
+        ("NAT64 local-use (64:ff9b:1::/48)", "64:ff9b:1::/48"),
+        ("discard-only (100::/64)", "100::/64"),
+        ("Teredo (2001::/32)", "2001::/32"),
+        ("documentation range", "2001:db8::/32"),
+        ("6to4 (2002::/16)", "2002::/16"),
+        ("unique-local (fc00::/7)", "fc00::/7"),
+        ("link-local (fe80::/10)", "fe80::/10"),
+        ("site-local (fec0::/10)", "fec0::/10"),
+        ("multicast", "ff00::/8"),
+    )
+)
+
+
+def parse_networks(specs: Iterable[str]) -> tuple[IPNetwork, ...]:
+    """CIDR strings → networks; raises ValueError naming the bad one."""
+    out = []
+    for spec in specs:
+        try:
+            out.append(ipaddress.ip_network(spec.strip(), strict=False))
+        except ValueError:
+            raise ValueError(f"{spec!r} is not an IP network (CIDR)") from None
+    return tuple(out)
+
+
+@lru_cache(maxsize=8)
+def _allowed(specs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    return parse_networks(specs)
+
+
+def allowed_networks() -> tuple[IPNetwork, ...]:
+    return _allowed(tuple(getattr(settings, "EULER_AGENT_ALLOWED_NETWORKS", ()) or ()))
+
+
+def _unwrap(ip: IPAddress) -> IPAddress:
+    """The IPv4 address hidden in an IPv4-mapped (::ffff:a.b.c.d) or -compatible (::a.b.c.d) form."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped
+        if int(ip) >> 32 == 0 and int(ip) > 1:  # deprecated IPv4-compatible ::a.b.c.d
+            return ipaddress.IPv4Address(int(ip))
+        if int(ip) >> 32 == 0xFFFF << 16:  # ::ffff:0:a.b.c.d (SIIT translated)
+            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
+
+
+def address_refusal(address: str, allowed: Sequence[IPNetwork] = ()) -> str | None:
+    """Why one resolved address may not be dialled, or None when it may."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return f"{address!r} is not an IP address"
+    inner = _unwrap(ip)
+    for candidate in {ip, inner}:
+        if any(candidate.version == net.version and candidate in net for net in allowed):
+            return None
+    for candidate in (inner,):
+        for reason, net in _NAMED_RANGES:
+            if candidate.version == net.version and candidate in net:
+                return f"{address} is {reason}"
+        if not candidate.is_global or candidate.is_multicast or candidate.is_reserved:
+            return f"{address} is not globally routable"
+    return None
+
+
+def url_refusal(url: str) -> str | None:
+    """Why a URL's form is refused before any resolution (scheme, userinfo, metadata names)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"not a valid URL: {exc}"
+    if parts.scheme not in ("http", "https"):
+        return "only http and https URLs are allowed"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "URLs with user information are not allowed"
+    host = (parts.hostname or "").rstrip(".").lower()
+    if not host:
+        return "the URL has no host"
+    if port == 0:
+        return "port 0 is not allowed"
+    if host in METADATA_NAMES or host.endswith(".localhost") or host.endswith(".internal"):
+        return f"{host} is a metadata or local-only name"
+    return None
+
+
+def refusal(url: str, addresses: Iterable[str], allowed: Sequence[IPNetwork] = ()) -> str | None:
+    """The one pure decision: None when every resolved address of the URL's host may be dialled."""
+    why = url_refusal(url)
+    if why:
+        return why
+    addresses = list(addresses)
+    if not addresses:
+        return f"{urlsplit(url).hostname} does not resolve"
+    for address in addresses:
+        why = address_refusal(address, allowed)
+        if why:
+            return why
+    return None
+
+
+def _system_resolve(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+# The resolver at the boundary: tests swap it for a fake one (DNS rebinding).
+resolver: Callable[[str, int], list[str]] = _system_resolve
+
+
+def resolve(host: str, port: int) -> list[str]:
+    host = host.strip("[]")
+    try:
+        return [str(ipaddress.ip_address(host.split("%", 1)[0]))]
+    except ValueError:
+        pass
+    try:
+        return resolver(host, port)
+    except (OSError, UnicodeError):
+        return []
+
+
+def check_url(url: str) -> str | None:
+    """Resolve the URL's host and apply `refusal()`: None when the URL may be registered."""
+    why = url_refusal(url)
+    if why:
+        return why
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return refusal(url, resolve(parts.hostname or "", port), allowed_networks())
+
+
+class ForbiddenAddress(httpcore.ConnectError):
+    """A connect refused by the SSRF guard (kept as the __cause__ of httpx.ConnectError)."""
+
+
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves, checks every address, then connects to the checked literal (SNI/Host unchanged)."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend):
+        self._inner = inner
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        try:
+            literal = str(ipaddress.ip_address(host.strip("[]").split("%", 1)[0]))
+            addresses = [literal]
+        except ValueError:
+            addresses = await asyncio.get_running_loop().run_in_executor(None, resolve, host, port)
+        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+        why = refusal(url, addresses, allowed_networks())
+        if why:
+            raise ForbiddenAddress(f"forbidden address: {why}")
+        return await self._inner.connect_tcp(
+            addresses[0], port, timeout=timeout, local_address=local_address, socket_options=socket_options
+        )
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise ForbiddenAddress("forbidden address: unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def pinned_transport(**kwargs) -> httpx.AsyncHTTPTransport:
+    """An httpx transport whose every connection goes through PinnedBackend; no proxies from env."""
+    transport = httpx.AsyncHTTPTransport(trust_env=False, **kwargs)
+    pool = transport._pool  # httpx offers no public hook for the network backend
+    pool._network_backend = PinnedBackend(pool._network_backend)
+    return transport
+
+
+def pinned_client(**kwargs) -> httpx.AsyncClient:
+    limits = kwargs.pop("limits", None) or httpx.Limits()
+    return httpx.AsyncClient(
+        transport=pinned_transport(limits=limits), trust_env=False, follow_redirects=False, **kwargs
+    )

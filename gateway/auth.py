@@ -1,0 +1,94 @@
+"""Who is calling the gateway: a project API key (cached briefly in memory) or a console session."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from django.middleware.csrf import CsrfViewMiddleware
+
+from euler.errors import EulerError, Forbidden, NotFound, Unauthorized
+
+_keys: dict[str, tuple[int, float]] = {}  # sha256(secret) -> (project id, expires at)
+_MAX_CACHED = 10_000
+
+
+def _key_project(raw: str) -> int | None:
+    from quotas.services import apikey_authenticate
+
+    close_old_connections()
+    key = apikey_authenticate(raw=raw)
+    return key.project_id if key else None
+
+
+_akey_project = sync_to_async(_key_project, thread_sensitive=False)
+
+
+def _session_project(request) -> int | None:
+    from quotas.selectors import session_project
+
+    close_old_connections()
+    project = session_project(request)
+    return project.pk if project else None
+
+
+_asession_project = sync_to_async(_session_project, thread_sensitive=False)
+
+
+async def project_id_for(request) -> int:
+    """The caller's project id, or an EulerError (401/403/404) to answer with."""
+    raw = request.headers.get("X-Euler-API-Key")
+    if raw is not None:
+        raw = raw.strip()
+        digest = hashlib.sha256(raw.encode()).hexdigest()
+        now = time.monotonic()
+        cached = _keys.get(digest)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        project_id = await _akey_project(raw)
+        if project_id is None:
+            _keys.pop(digest, None)
+            raise Unauthorized("The API key is unknown or revoked.", code="invalid_api_key")
+        if len(_keys) >= _MAX_CACHED:
+            _keys.clear()
+        _keys[digest] = (project_id, now + settings.EULER_GATEWAY_KEY_CACHE_TTL)
+        return project_id
+    return await _session_caller(request)
+
+
+async def _session_caller(request) -> int:
+    if not hasattr(request, "session"):
+        # The lean gateway handler runs without SessionMiddleware: load the session here.
+        from importlib import import_module
+
+        engine = import_module(settings.SESSION_ENGINE)
+        request.session = engine.SessionStore(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
+    user = await request.auser() if hasattr(request, "auser") else await _auser(request)
+    if not user.is_authenticated:
+        raise Unauthorized("Send X-Euler-API-Key or sign in.", code="not_authenticated")
+    if request.method not in ("GET", "HEAD", "OPTIONS", "TRACE"):
+        # A session caller is a browser: unsafe methods need the CSRF token like any console form.
+        rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
+        if rejected is not None:
+            raise Forbidden("CSRF verification failed.", code="csrf_failed")
+    project_id = await _asession_project(request)
+    if project_id is None:
+        raise NotFound("You are not a member of any project.", code="no_project")
+    return project_id
+
+
+async def _auser(request):
+    from django.contrib.auth import aget_user
+
+    request.user = await aget_user(request)
+    return request.user
+
+
+def forget_keys() -> None:
+    _keys.clear()
+
+
+__all__ = ["EulerError", "forget_keys", "project_id_for"]

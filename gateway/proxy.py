@@ -1,0 +1,260 @@
+"""The invoke view: an async Django view that relays a call to a healthy agent instance as it streams.
+
+No thread hop on the way (async auth with a short in-memory key cache, cached routing tables),
+one shared httpx client, the response relayed chunk by chunk from `aiter_raw()` (SSE included),
+and the invocation record appended to an in-memory buffer that a background thread bulk-inserts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+import uuid
+from urllib.parse import quote
+
+import httpx
+from django.http import JsonResponse, StreamingHttpResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from agents import ssrf
+from euler.errors import EulerError, NotFound, QuotaExceeded
+from gateway import auth, quota, recorder, routes
+from gateway.client import upstream_client
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+DROP_REQUEST = HOP_BY_HOP | {"host", "cookie", "x-euler-api-key", "content-length", "x-forwarded-for", "x-request-id"}
+DROP_RESPONSE = HOP_BY_HOP | {"set-cookie", "server", "date"}  # upstream cookies must not land on Euler's domain
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
+STREAM_BODY_OVER = 1 << 20  # bodies up to 1 MiB are sent as bytes, so a failover can resend them
+SAFE_PATH = "/:@!$&'()*+,;=-._~"
+
+
+def _error(exc: EulerError, request_id: str | None = None) -> JsonResponse:
+    response = JsonResponse(exc.as_dict(), status=exc.status_code)
+    if exc.status_code == 429 and exc.extra.get("retry_after") is not None:
+        response["Retry-After"] = str(exc.extra["retry_after"])
+    if request_id:
+        response["X-Request-ID"] = request_id
+    return response
+
+
+def _request_headers(request, route: routes.Route, request_id: str) -> dict[str, str]:
+    connection_named = {
+        token.strip().lower() for token in request.headers.get("Connection", "").split(",") if token.strip()
+    }
+    drop = DROP_REQUEST | connection_named
+    if route.auth_header is not None:
+        drop = drop | {"authorization", route.auth_header[0].lower()}
+    headers = {name: value for name, value in request.headers.items() if name.lower() not in drop}
+    client_ip = request.META.get("REMOTE_ADDR") or "unknown"
+    previous = request.headers.get("X-Forwarded-For")
+    headers["X-Forwarded-For"] = f"{previous}, {client_ip}" if previous else client_ip
+    headers["X-Request-ID"] = request_id
+    if route.auth_header is not None:
+        headers[route.auth_header[0]] = route.auth_header[1]
+    return headers
+
+
+def _response_headers(upstream: httpx.Response) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in upstream.headers.raw:
+        name = raw_name.decode("latin-1")
+        lowered = name.lower()
+        if lowered in DROP_RESPONSE:
+            continue
+        value = raw_value.decode("latin-1")
+        headers[lowered] = f"{headers[lowered]}, {value}" if lowered in headers else value
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        headers["x-accel-buffering"] = "no"
+        headers.setdefault("cache-control", "no-cache")
+    return headers
+
+
+def _body(request):
+    length = request.headers.get("Content-Length")
+    try:
+        size = int(length) if length else 0
+    except ValueError:
+        size = 0
+    if size <= 0:
+        return b"", 0
+    if size <= STREAM_BODY_OVER:
+        return request.read(), size
+
+    async def chunks():
+        while chunk := request.read(65536):
+            yield chunk
+
+    return chunks(), size
+
+
+@csrf_exempt
+async def invoke(request, name: str, path: str = ""):
+    started = time.perf_counter()
+    request_id = getattr(request, "request_id", None)  # set by euler.observability's middleware
+    if not request_id:
+        incoming_id = request.headers.get("X-Request-ID", "")
+        request_id = incoming_id if REQUEST_ID_RE.match(incoming_id) else uuid.uuid4().hex
+    try:
+        project_id = await auth.project_id_for(request)
+        route = await routes.route_for(project_id, name)
+        if route is None:
+            raise NotFound(f"No agent named {name!r}.")
+        allowed, retry_after = await _awaited(quota.check_and_count(project_id))
+        if not allowed:
+            raise QuotaExceeded(
+                "The project has used its invocations for this period.", extra={"retry_after": retry_after}
+            )
+    except EulerError as exc:
+        return _error(exc, request_id)
+
+    target_path = quote(path, safe=SAFE_PATH)
+    query = request.META.get("QUERY_STRING", "")
+    headers = _request_headers(request, route, request_id)
+    content, bytes_in = _body(request)
+    timeout = httpx.Timeout(
+        connect=route.connect_timeout, read=route.response_timeout, write=route.response_timeout, pool=5.0
+    )
+    client = upstream_client()
+    tried: set[int] = set()
+    failure: EulerError | None = None
+    upstream = response = None
+    while response is None:
+        upstream = routes.choose(route, tried)
+        if upstream is None:
+            break
+        tried.add(upstream.id)
+        url = f"{upstream.base_url}/{target_path}" + (f"?{query}" if query else "")
+        sent_at = time.perf_counter()
+        try:
+            outgoing = client.build_request(request.method, url, headers=headers, content=content, timeout=timeout)
+            response = await client.send(outgoing, stream=True)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            routes.report(upstream.id, ok=False)
+            failure = _connect_failure(exc)
+            if not isinstance(content, bytes):
+                break  # a streamed body cannot be sent twice
+        except httpx.TimeoutException:
+            routes.report(upstream.id, ok=False)
+            failure = EulerError("The agent did not answer in time.", code="upstream_timeout")
+            failure.status_code = 504
+            break
+        except httpx.HTTPError as exc:
+            routes.report(upstream.id, ok=False)
+            failure = EulerError(f"The agent's connection failed: {type(exc).__name__}.", code="upstream_error")
+            failure.status_code = 502
+            break
+
+    if response is None:
+        if failure is None:
+            failure = EulerError(f"Agent {name!r} has no healthy instance.", code="no_healthy_instance")
+            failure.status_code = 503
+        _record(
+            route,
+            upstream.id if upstream else None,
+            request,
+            path,
+            failure.status_code,
+            started,
+            None,
+            bytes_in,
+            0,
+            failure.code,
+            request_id,
+        )
+        return _error(failure, request_id)
+
+    headers_at = time.perf_counter()
+    routes.report(upstream.id, ok=response.status_code < 500)
+    response.request.extensions["timeout"]["read"] = route.idle_timeout  # from here on: idle timeout
+    relayed = StreamingHttpResponse(
+        _relay(response, route, upstream.id, request, path, started, headers_at, bytes_in, request_id),
+        status=response.status_code,
+    )
+    for header, value in _response_headers(response).items():
+        relayed[header] = value
+    relayed["X-Request-ID"] = request_id
+    relayed["Server-Timing"] = (
+        f"gateway;dur={(sent_at - started) * 1000:.3f}, upstream;dur={(headers_at - sent_at) * 1000:.3f}"
+    )
+    return relayed
+
+
+async def _relay(response, route, instance_id, request, path, started, headers_at, bytes_in, request_id):
+    bytes_out = 0
+    error = ""
+    try:
+        async for chunk in response.aiter_raw():
+            bytes_out += len(chunk)
+            yield chunk
+    except httpx.ReadTimeout:
+        error = "idle_timeout"
+    except httpx.HTTPError as exc:
+        error = f"upstream_error: {type(exc).__name__}"
+    except BaseException:
+        error = "client_disconnected"
+        raise
+    finally:
+        await response.aclose()
+        _record(
+            route,
+            instance_id,
+            request,
+            path,
+            response.status_code,
+            started,
+            headers_at,
+            bytes_in,
+            bytes_out,
+            error,
+            request_id,
+        )
+
+
+def _connect_failure(exc: Exception) -> EulerError:
+    cause = exc.__cause__
+    if isinstance(cause, ssrf.ForbiddenAddress):
+        failure = EulerError(f"The agent's address was refused: {cause}.", code="forbidden_address")
+    else:
+        failure = EulerError("No instance of the agent could be reached.", code="upstream_unreachable")
+    failure.status_code = 502
+    return failure
+
+
+def _record(route, instance_id, request, path, status, started, headers_at, bytes_in, bytes_out, error, request_id):
+    now = time.perf_counter()
+    recorder.add(
+        recorder.Record(
+            project_id=route.project_id,
+            agent_id=route.agent_id,
+            instance_id=instance_id,
+            method=request.method[:10],
+            path=("/" + path)[:500],
+            status=status,
+            latency_ms=(now - started) * 1000,
+            ttfb_ms=(headers_at - started) * 1000 if headers_at else None,
+            bytes_in=bytes_in,
+            bytes_out=bytes_out,
+            error=error[:200],
+            request_id=request_id,
+            created_at=timezone.now(),
+        )
+    )
+
+
+async def _awaited(value):
+    return await value if inspect.isawaitable(value) else value

@@ -1,0 +1,113 @@
+"""Per-process routing state: agent tables cached briefly, passive ejection, balancer scores."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+from agents.models import ROUTABLE, Agent
+from gateway import balancer
+
+
+@dataclass(frozen=True)
+class Upstream:
+    id: int
+    base_url: str
+    weight: int
+
+
+@dataclass
+class Route:
+    agent_id: int
+    project_id: int
+    name: str
+    auth_header: tuple[str, str] | None
+    connect_timeout: float
+    response_timeout: float
+    idle_timeout: float
+    upstreams: list[Upstream]
+    loaded_at: float
+    scores: dict = field(default_factory=dict)
+
+
+@dataclass
+class Ejection:
+    failures: int = 0
+    until: float = 0.0
+
+
+_routes: dict[tuple[int, str], Route] = {}
+_ejections: dict[int, Ejection] = {}
+
+
+def _load(project_id: int, name: str) -> Route | None:
+    close_old_connections()
+    agent = Agent.objects.filter(project_id=project_id, name=name).first()
+    if agent is None:
+        return None
+    upstreams = [
+        Upstream(i.pk, i.base_url, i.weight)
+        for i in agent.instances.filter(enabled=True, health__in=ROUTABLE).order_by("id")
+    ]
+    return Route(
+        agent_id=agent.pk,
+        project_id=project_id,
+        name=name,
+        auth_header=(agent.auth_header_name, agent.auth_header_value) if agent.has_auth_header else None,
+        connect_timeout=agent.connect_timeout_s,
+        response_timeout=agent.response_timeout_s,
+        idle_timeout=agent.idle_timeout_s,
+        upstreams=upstreams,
+        loaded_at=time.monotonic(),
+    )
+
+
+# Not thread-sensitive: Django's ASGI handler would run it on a fresh thread per request, and each
+# such thread opens (and, with CONN_MAX_AGE, keeps) its own database connection. The loop's
+# executor threads are few and reused, so their connections are too.
+_aload = sync_to_async(_load, thread_sensitive=False)
+
+
+async def route_for(project_id: int, name: str) -> Route | None:
+    key = (project_id, name)
+    found = _routes.get(key)
+    if found is not None and time.monotonic() - found.loaded_at < settings.EULER_GATEWAY_ROUTE_TTL:
+        return found
+    fresh = await _aload(project_id, name)
+    if fresh is None:
+        _routes.pop(key, None)
+        return None
+    if found is not None:
+        fresh.scores = found.scores  # keep the rotation going across reloads
+    _routes[key] = fresh
+    return fresh
+
+
+def choose(route: Route, exclude: set[int]) -> Upstream | None:
+    now = time.monotonic()
+    candidates = [u for u in route.upstreams if u.id not in exclude and _ejections.get(u.id, Ejection()).until <= now]
+    chosen, route.scores = balancer.pick(((u.id, u.weight) for u in candidates), route.scores)
+    return next((u for u in candidates if u.id == chosen), None)
+
+
+def report(upstream_id: int, ok: bool) -> None:
+    """Passive health: consecutive connect errors or 5xx eject an instance for a while."""
+    if ok:
+        if upstream_id in _ejections:
+            del _ejections[upstream_id]
+        return
+    state = _ejections.setdefault(upstream_id, Ejection())
+    state.failures += 1
+    if state.failures >= settings.EULER_GATEWAY_EJECT_AFTER:
+        state.until = time.monotonic() + settings.EULER_GATEWAY_EJECT_SECONDS
+        state.failures = 0
+
+
+def reset() -> None:
+    """Forget everything (tests; a process that changed its settings)."""
+    _routes.clear()
+    _ejections.clear()
