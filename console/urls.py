@@ -1,7 +1,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from console.views import auth, dashboard, keys, members, nodes, usage
+from console.views import agents, auth, dashboard, jobs, keys, members, nodes, usage
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -18,4 +18,11 @@ urlpatterns = [
     path("members/<int:user_id>/remove/", members.member_remove, name="member-remove"),
     path("nodes/", nodes.nodes, name="nodes"),
     path("usage/", usage.usage, name="usage"),
+    path("jobs/", jobs.job_list, name="jobs"),
+    path("jobs/new/", jobs.job_new, name="job-new"),
+    path("jobs/<int:job_id>/", jobs.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/cancel/", jobs.job_cancel, name="job-cancel"),
+    path("jobs/<int:job_id>/retry/", jobs.job_retry, name="job-retry"),
+    path("agents/", agents.agents, name="agents"),
+    path("agents/<str:name>/", agents.agent_detail, name="agent-detail"),
 ]

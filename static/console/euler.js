@@ -77,19 +77,25 @@
     button.textContent = button.dataset.copied || "Copied";
   });
 
-  // Live refresh: regions marked data-refresh-every="N" are re-read from the same URL every N s.
-  document.querySelectorAll("[data-refresh-every]").forEach(function (region) {
-    var seconds = Math.max(2, parseInt(region.dataset.refreshEvery, 10) || 5);
+  // Live refresh: regions marked data-refresh-every="N" are re-read from the same URL (one fetch for all).
+  var regions = Array.prototype.slice.call(document.querySelectorAll("[data-refresh-every]"));
+  if (regions.length) {
+    var seconds = Math.max(2, Math.min.apply(null, regions.map(function (r) { return parseInt(r.dataset.refreshEvery, 10) || 5; })));
     setInterval(async function () {
-      if (document.hidden || region.contains(document.activeElement)) return;
+      if (document.hidden) return;
       try {
         var response = await fetch(window.location.href, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } });
         if (!response.ok) return;
-        var fresh = parse(await response.text()).getElementById(region.id);
-        if (fresh) region.innerHTML = fresh.innerHTML;
+        var doc = parse(await response.text());
+        regions.forEach(function (region) {
+          if (region.contains(document.activeElement) && document.activeElement !== document.body) return;
+          var fresh = doc.getElementById(region.id);
+          if (fresh && fresh.innerHTML !== region.innerHTML) region.innerHTML = fresh.innerHTML;
+        });
+        document.dispatchEvent(new CustomEvent("euler:refreshed"));
       } catch (err) {
         /* offline for a moment: the next tick tries again */
       }
     }, seconds * 1000);
-  });
+  }
 })();

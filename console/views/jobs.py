@@ -1,0 +1,121 @@
+"""Jobs: the list with filters and live refresh, the detail with attempts, events and live logs, the form."""
+
+from django.contrib import messages
+from django.db.models import Q
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from console import sources
+from console.forms import serializer_errors
+from console.jobform import payload_from_form
+from console.views.common import error_message, project_page
+from euler.errors import EulerError, NotFound
+
+PAGE = 100
+
+
+def _jobs_app():
+    if sources.model("jobs", "Job") is None:
+        raise Http404
+    from jobs import selectors, services
+
+    return selectors, services
+
+
+@project_page
+def job_list(request):
+    if sources.model("jobs", "Job") is None:
+        return render(request, "console/jobs.html", {"jobs": None})
+    selectors, _services = _jobs_app()
+    from jobs.states import JobState
+
+    state = request.GET.get("state", "")
+    query = request.GET.get("q", "").strip()[:100]
+    error = None
+    try:
+        jobs = selectors.job_list(project=request.project, state=state or None)
+    except EulerError as exc:
+        error, jobs = error_message(exc), selectors.job_list(project=request.project)
+    if query:
+        jobs = jobs.filter(Q(name__icontains=query) | Q(image__icontains=query))
+    return render(
+        request,
+        "console/jobs.html",
+        {"jobs": list(jobs[:PAGE]), "states": JobState.choices, "state": state, "q": query, "filter_error": error},
+    )
+
+
+@project_page
+def job_detail(request, job_id: int):
+    selectors, _services = _jobs_app()
+    try:
+        job = selectors.job_get(project=request.project, job_id=job_id)
+    except NotFound:
+        raise Http404 from None
+    from jobs.states import TERMINAL
+
+    return render(
+        request,
+        "console/job_detail.html",
+        {
+            "job": job,
+            "attempts": list(job.attempts.all()),
+            "events": list(job.events.all()),
+            "ended": job.state in TERMINAL,
+            "ws_path": f"/ws/jobs/{job.pk}/logs/",
+        },
+    )
+
+
+def _act(request, job_id: int, action: str):
+    _selectors, services = _jobs_app()
+    operation = {"cancel": services.job_cancel, "retry": services.job_retry}[action]
+    try:
+        operation(job_id=job_id, project=request.project, by=request.user)
+    except NotFound:
+        raise Http404 from None
+    except EulerError as exc:
+        messages.error(request, error_message(exc))
+    else:
+        messages.success(request, _("Job cancelled.") if action == "cancel" else _("Job queued again."))
+    return redirect("job-detail", job_id=job_id)
+
+
+@project_page
+@require_POST
+def job_cancel(request, job_id: int):
+    return _act(request, job_id, "cancel")
+
+
+@project_page
+@require_POST
+def job_retry(request, job_id: int):
+    return _act(request, job_id, "retry")
+
+
+@project_page
+def job_new(request):
+    _selectors, services = _jobs_app()
+    if request.method != "POST":
+        return render(
+            request,
+            "console/job_new.html",
+            {"values": {"cpu_cores": "1", "memory_mib": "256", "timeout_seconds": "3600"}, "errors": {}},
+        )
+    from jobs.api.serializers import JobCreateSerializer
+
+    payload, errors = payload_from_form(request.POST)
+    body = JobCreateSerializer(data=payload)
+    if not body.is_valid():
+        errors = {**serializer_errors(body.errors), **errors}
+    if not errors:
+        try:
+            job = services.job_submit(project=request.project, spec=dict(body.validated_data), by=request.user)
+        except EulerError as exc:
+            errors = {"form": error_message(exc)}
+        else:
+            return redirect("job-detail", job_id=job.pk)
+    context = {"values": request.POST, "errors": errors, "retry_on": request.POST.getlist("retry_on")}
+    return render(request, "console/job_new.html", context, status=400)
