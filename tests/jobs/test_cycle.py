@@ -1,0 +1,85 @@
+"""The DB shell of the scheduler: the Redis pass lock, pending reasons, counters, wake-ups."""
+
+from __future__ import annotations
+
+import pytest
+
+from euler.redis import client
+from jobs.models import Job
+from jobs.scheduling import cycle
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _clean_lock():
+    client().delete(cycle.REDIS_LOCK, cycle.REDIS_DIRTY)
+    yield
+    client().delete(cycle.REDIS_LOCK, cycle.REDIS_DIRTY)
+
+
+def test_a_pass_asked_for_while_another_runs_is_left_to_the_holder(submit, make_node):
+    make_node()
+    job = submit()
+    held = client().lock(cycle.REDIS_LOCK, timeout=30)
+    assert held.acquire(blocking=False)
+    stats = cycle.run()
+    assert stats.busy and stats.placed == 0
+    assert client().exists(cycle.REDIS_DIRTY)  # the holder will go again
+    held.release()
+    assert cycle.run().placed == 1
+    assert Job.objects.get(pk=job["id"]).state == "assigned"
+
+
+def test_queued_jobs_carry_a_pending_reason_that_clears_once_placed(submit, make_node, schedule):
+    job = submit(gpu_count=2, region="cn-bj")
+    make_node(region="cn-sh")
+    make_node(region="cn-bj", gpus=1)
+    schedule()
+    reason = Job.objects.get(pk=job["id"]).pending_reason
+    assert reason == "no node fits: 1 are in another region, 1 lack 2 free GPUs"
+    make_node(region="cn-bj", gpus=2)
+    schedule()
+    job = Job.objects.get(pk=job["id"])
+    assert job.state == "assigned" and job.pending_reason == ""
+    assert len(job.current_attempt.gpu_uuids) == 2
+
+
+def test_the_concurrency_quota_holds_jobs_in_the_queue(project, submit, make_node, schedule):
+    from quotas.models import Quota
+
+    Quota.objects.filter(project=project).update(max_concurrent_jobs=1)
+    make_node()
+    first, second = submit(), submit()
+    schedule()
+    assert Job.objects.get(pk=first["id"]).state == "assigned"
+    second = Job.objects.get(pk=second["id"])
+    assert second.state == "queued" and second.pending_reason.startswith("concurrency_quota")
+
+
+def test_node_counters_follow_active_attempts(submit, make_node, schedule, api):
+    node = make_node()
+    job = submit(cpu_milli=1500)
+    schedule()
+    node.refresh_from_db()
+    assert node.allocated_cpu_milli == 1500
+    from jobs import attempts
+
+    attempts.node_lost(node_id=node.pk)
+    schedule()
+    node.refresh_from_db()
+    assert node.allocated_cpu_milli == 0  # freed; the retry waits out its backoff
+    assert Job.objects.get(pk=job["id"]).state == "queued"
+
+
+def test_a_placement_wakes_the_node_after_commit(submit, make_node, schedule, django_capture_on_commit_callbacks):
+    node = make_node()
+    submit()
+    pubsub = client().pubsub()
+    pubsub.subscribe(f"euler:node-wake:{node.pk}")
+    pubsub.get_message(timeout=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        schedule()
+    msg = pubsub.get_message(timeout=2)
+    pubsub.close()
+    assert msg is not None and msg["type"] == "message"
