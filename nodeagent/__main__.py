@@ -1,0 +1,5 @@
+import sys
+
+from nodeagent.daemon import main
+
+sys.exit(main())

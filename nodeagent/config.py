@@ -1,0 +1,105 @@
+"""The agent's configuration, read from the environment (pure: pass a mapping) with clear errors."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from nodeagent import protocol
+from nodeagent.client import InsecureURL, check_url
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class ConfigError(ValueError):
+    """A setting is missing or wrong; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    url: str
+    name: str
+    state_dir: Path
+    enrollment_token: str | None = None
+    region: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    allow_insecure: bool = False
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    value = (env.get(name) or "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+
+def default_name(hostname: str | None = None) -> str:
+    """The host name made into a valid node name (letters, digits, '.', '_', '-'; at most 63)."""
+    raw = (hostname or socket.gethostname() or "node").split(".")[0]
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", raw).lstrip("._-")[:63]
+    return name or "node"
+
+
+def default_state_dir() -> Path:
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/euler-node")
+    return Path.home() / ".euler-node"
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """`k=v,k=v` into a dict, validated like the server does."""
+    labels: dict[str, str] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"EULER_NODE_LABELS: {item!r} is not k=v")
+        labels[key.strip()] = value.strip()
+    try:
+        TypeAdapter(dict[protocol.LabelKey, protocol.LabelValue]).validate_python(labels)
+    except ValidationError as exc:
+        raise ConfigError(f"EULER_NODE_LABELS: {exc.errors()[0]['msg']} ({text!r})") from None
+    return labels
+
+
+def load(env: Mapping[str, str] | None = None) -> AgentConfig:
+    env = os.environ if env is None else env
+    url = (env.get("EULER_CONTROL_PLANE_URL") or "").strip()
+    if not url:
+        raise ConfigError("EULER_CONTROL_PLANE_URL is required (e.g. https://euler.example.com)")
+    allow_insecure = _bool(env, "EULER_ALLOW_INSECURE_HTTP")
+    try:
+        url = check_url(url, allow_insecure=allow_insecure)
+    except InsecureURL as exc:
+        raise ConfigError(str(exc)) from None
+    name = (env.get("EULER_NODE_NAME") or "").strip() or default_name()
+    try:
+        TypeAdapter(protocol.Name).validate_python(name)
+    except ValidationError:
+        raise ConfigError(
+            f"EULER_NODE_NAME: 1-63 letters, digits, '.', '_', '-' starting with a letter or digit; got {name!r}"
+        ) from None
+    region = (env.get("EULER_NODE_REGION") or "").strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{0,63}", region):
+        raise ConfigError(f"EULER_NODE_REGION: at most 63 letters, digits, '.', '_', '-'; got {region!r}")
+    state_dir = Path(env.get("EULER_NODE_STATE_DIR") or default_state_dir()).expanduser()
+    return AgentConfig(
+        url=url,
+        name=name,
+        state_dir=state_dir,
+        enrollment_token=(env.get("EULER_ENROLLMENT_TOKEN") or "").strip() or None,
+        region=region,
+        labels=parse_labels(env.get("EULER_NODE_LABELS", "")),
+        allow_insecure=allow_insecure,
+    )

