@@ -11,7 +11,7 @@ def buckets(rows, *, start: datetime, step: timedelta, count: int) -> list[dict]
 
     grouped: list[list[tuple[int, float]]] = [[] for _ in range(count)]
     for created_at, status, latency in rows:
-        index = int((created_at - start) / step)
+        index = (created_at - start) // step
         if 0 <= index < count:
             grouped[index].append((status, latency))
     out = []
