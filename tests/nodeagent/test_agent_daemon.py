@@ -1,0 +1,81 @@
+"""The daemon's enroll and heartbeat against the real Django views (live server on loopback)."""
+
+import pytest
+
+from nodeagent import daemon as daemon_mod
+from nodeagent import protocol
+from nodeagent.config import AgentConfig
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class FakeProbe:
+    docker = None
+
+    def resources(self):
+        return protocol.Resources(cpu_milli=2000, memory_bytes=4 << 30, gpus=[])
+
+
+class RecordingExecutor(daemon_mod.NullExecutor):
+    def __init__(self):
+        self.commands = []
+
+    def handle_command(self, command):
+        self.commands.append(command)
+
+
+@pytest.fixture
+def token(make_user):
+    from nodes.services import enrollment_token_create
+
+    return enrollment_token_create(trust="platform", by=make_user("ops", staff=True))[1]
+
+
+def _daemon(live_server, tmp_path, token=None):
+    config = AgentConfig(url=live_server.url, name="d1", state_dir=tmp_path / "st", enrollment_token=token)
+    return daemon_mod.Daemon(config, probe=FakeProbe(), executor=RecordingExecutor())
+
+
+def test_the_daemon_enrolls_keeps_its_credential_and_heartbeats(live_server, tmp_path, token):
+    from nodes.models import Node
+
+    d = _daemon(live_server, tmp_path, token)
+    d.enroll()
+    assert (tmp_path / "st" / "credential").read_text().startswith("euler_node_")
+    reply = d.heartbeat_once()
+    assert reply.approval == "pending" and d.approval == "pending"
+    node = Node.objects.get(name="d1")
+    assert node.online and node.cpu_milli == 2000
+
+    again = _daemon(live_server, tmp_path)  # a restart: no token needed any more
+    again.enroll()
+    assert again.heartbeat_once().approval == "pending"
+
+
+def test_heartbeat_commands_reach_the_executor(live_server, tmp_path, token, monkeypatch):
+    from nodes import channel
+
+    monkeypatch.setattr(
+        channel, "_heartbeat_hooks", [lambda node, hb: [protocol.Command(type="stop_attempt", attempt_id=3)]]
+    )
+    d = _daemon(live_server, tmp_path, token)
+    d.enroll()
+    d.heartbeat_once()
+    assert [c.attempt_id for c in d.executor.commands] == [3]
+
+
+def test_without_a_token_or_credential_the_daemon_exits_78_saying_why(live_server, tmp_path, caplog):
+    d = _daemon(live_server, tmp_path)
+    assert d.run() == daemon_mod.EXIT_CONFIG
+    assert "EULER_ENROLLMENT_TOKEN is not set" in caplog.text
+
+
+def test_a_revoked_credential_stops_the_daemon_with_78(live_server, tmp_path, token):
+    from nodes.models import Node
+    from nodes.services import node_revoke_credential
+
+    d = _daemon(live_server, tmp_path, token)
+    d.enroll()
+    node_revoke_credential(node=Node.objects.get(name="d1"))
+    d.heartbeat_loop()  # returns once the refusal stops the daemon
+    assert d.stop.is_set() and "re-enroll" in d.fatal
