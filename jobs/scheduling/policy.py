@@ -1,15 +1,17 @@
 """The scheduling policy: a pure function from frozen snapshots to placements (no Django, no clock).
 
 Filters, in the order pending reasons count them: approval, online, draining, pool and ownership,
-`min_trust`, env (platform nodes only), region, `node_selector`, free CPU, memory and whole GPUs; plus
+`min_trust`, env (platform nodes only), region, `node_selector`, whole free GPUs, free CPU and memory; plus
 the project's concurrency quota and retry backoff on the job side. Score: capacity left after the
 placement (spread); CPU-only jobs use nodes without GPUs while one fits.
 
-Speed: nodes are not scanned per job. Jobs that share an eligibility key (project, region, selector,
-pool, trust, env) share two max-heaps of eligible nodes (with and without GPUs) ordered by free
-capacity; a placement re-scores one node (lazy re-push by version), and a shape that found no room is
-remembered so that equal or larger jobs of that key skip the scan. Capacity only shrinks within a pass,
-which keeps both shortcuts exact.
+Speed: nodes are not scanned per job. Nodes that share every attribute the static filters read form a
+class, held in a max-heap by free capacity; a job checks the static filters once per class (cached per
+eligibility key) and takes the best top of its eligible classes' heaps. A placement re-scores one node
+(a new heap entry; the old one is dropped lazily by version), and a shape that found no room in a class
+is remembered so that equal or larger jobs skip it. Capacity only shrinks within a pass, which keeps
+both shortcuts exact. The cost per placement grows with the number of distinct node classes a job
+may use, not with the number of nodes.
 """
 
 from __future__ import annotations
@@ -75,18 +77,37 @@ def _key(job: JobSnapshot) -> tuple:
     return (job.project_id, job.region, job.node_selector, job.pool, job.min_trust, job.needs_secrets)
 
 
-class _Heap:
-    __slots__ = ("entries", "pushed", "too_big")
+def _class_key(node: NodeSnapshot) -> tuple:
+    """Everything the static filters read: nodes of one class pass or fail them together."""
+    return (
+        node.approved,
+        node.online,
+        node.draining,
+        node.trust,
+        node.public_pool,
+        node.owner_project_id,
+        node.region,
+        node.labels,
+        bool(node.gpu_uuids),
+    )
 
-    def __init__(self, entries: list) -> None:
-        heapq.heapify(entries)
-        self.entries = entries
-        self.pushed: dict[int, int] = {}  # node index -> version of its newest entry here
-        self.too_big: list[tuple[int, int, int]] = []  # shapes that found no room in this heap
+
+class _Class:
+    """Nodes sharing static attributes, in a max-heap by free capacity (lazy entries, checked by version)."""
+
+    __slots__ = ("rep", "members", "entries", "too_big", "has_gpu", "explained")
+
+    def __init__(self, rep: NodeSnapshot) -> None:
+        self.rep = rep
+        self.has_gpu = bool(rep.gpu_uuids)
+        self.members: list[int] = []
+        self.entries: list[tuple] = []
+        self.too_big: list[tuple[int, int, int]] = []  # shapes that found no room here this pass
+        self.explained: dict[tuple[int, int, int], dict[str, int]] = {}
 
 
 class _State:
-    """Free capacity per node (by index in id order), with versions for lazy heap entries."""
+    """Free capacity per node (by index in id order), node classes, and per-job-key eligible classes."""
 
     def __init__(self, nodes: list[NodeSnapshot]) -> None:
         self.nodes = nodes
@@ -94,82 +115,124 @@ class _State:
         self.mem = [n.memory_bytes - n.used_memory_bytes for n in nodes]
         self.gpus = [[u for u in n.gpu_uuids if u not in n.used_gpus] for n in nodes]
         self.version = [0] * len(nodes)
-        self.heaps: dict[tuple, tuple[_Heap, _Heap]] = {}
+        by_key: dict[tuple, _Class] = {}
+        self.node_class: list[_Class] = []
+        for i, node in enumerate(nodes):
+            cls = by_key.get(_class_key(node))
+            if cls is None:
+                cls = by_key[_class_key(node)] = _Class(node)
+            cls.members.append(i)
+            cls.entries.append(self.entry(i))
+            self.node_class.append(cls)
+        self.classes = list(by_key.values())  # in order of their lowest node id: deterministic
+        for cls in self.classes:
+            heapq.heapify(cls.entries)
+        self.eligible: dict[tuple, tuple[list[_Class], list[_Class]]] = {}
 
     def entry(self, i: int) -> tuple:
         score = self.cpu[i] / 1000 + self.mem[i] / GIB + GPU_WEIGHT * len(self.gpus[i])
         return (-score, self.nodes[i].id, i, self.version[i])
 
-    def heaps_for(self, job: JobSnapshot) -> tuple[_Heap, _Heap]:
+    def classes_for(self, job: JobSnapshot) -> tuple[list[_Class], list[_Class]]:
         key = _key(job)
-        found = self.heaps.get(key)
+        found = self.eligible.get(key)
         if found is None:
             plain, gpu = [], []
-            for i, node in enumerate(self.nodes):
-                if _static_reject(node, job) is None:
-                    (gpu if node.gpu_uuids else plain).append(self.entry(i))
-            found = self.heaps[key] = (_Heap(plain), _Heap(gpu))
+            for cls in self.classes:
+                if _static_reject(cls.rep, job) is None:
+                    (gpu if cls.has_gpu else plain).append(cls)
+            found = self.eligible[key] = (plain, gpu)
         return found
 
-    def take(self, heap: _Heap, job: JobSnapshot) -> int | None:
-        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
-        for c, m, g in heap.too_big:
+    def fits(self, i: int, shape: tuple[int, int, int]) -> bool:
+        return self.cpu[i] >= shape[0] and self.mem[i] >= shape[1] and len(self.gpus[i]) >= shape[2]
+
+    def best_in(self, cls: _Class, shape: tuple[int, int, int]) -> tuple | None:
+        """The class's highest-scoring node with room for `shape` (left in the heap), or None."""
+        for c, m, g in cls.too_big:
             if c <= shape[0] and m <= shape[1] and g <= shape[2]:
                 return None
-        entries, aside, found = heap.entries, [], None
+        entries, aside, found = cls.entries, [], None
         while entries:
-            entry = heapq.heappop(entries)
-            i = entry[2]
-            if entry[3] != self.version[i]:
-                if heap.pushed.get(i) != self.version[i]:  # re-score it once, lower down
-                    heap.pushed[i] = self.version[i]
-                    heapq.heappush(entries, self.entry(i))
+            entry = entries[0]
+            if entry[3] != self.version[entry[2]]:
+                heapq.heappop(entries)  # stale: the node has a newer entry
                 continue
-            if self.cpu[i] >= shape[0] and self.mem[i] >= shape[1] and len(self.gpus[i]) >= shape[2]:
-                found = i
+            if self.fits(entry[2], shape):
+                found = entry
                 break
-            aside.append(entry)
+            aside.append(heapq.heappop(entries))
         for entry in aside:
             heapq.heappush(entries, entry)
         if found is None:
-            heap.too_big.append(shape)
+            cls.too_big.append(shape)
         return found
 
-    def place(self, heap: _Heap, i: int, job: JobSnapshot) -> tuple[str, ...]:
+    def take(self, classes: list[_Class], job: JobSnapshot) -> int | None:
+        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
+        best = None
+        for cls in classes:
+            entry = self.best_in(cls, shape)
+            if entry is not None and (best is None or entry < best):
+                best = entry
+        return None if best is None else best[2]
+
+    def capacity_counts(self, cls: _Class, job: JobSnapshot) -> dict[str, int]:
+        """How many of the class's nodes each capacity filter removes (cached per shape within the pass)."""
+        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
+        found = cls.explained.get(shape)
+        if found is None:
+            found = {}
+            if job.gpu_count and not cls.has_gpu:
+                found["gpus"] = len(cls.members)
+            else:
+                for i in cls.members:
+                    why = _capacity_reject(self, i, job) or "busy"
+                    found[why] = found.get(why, 0) + 1
+            cls.explained[shape] = found
+        return found
+
+    def place(self, i: int, job: JobSnapshot) -> tuple[str, ...]:
         self.cpu[i] -= job.cpu_milli
         self.mem[i] -= job.memory_bytes
         taken = tuple(self.gpus[i][: job.gpu_count])
         del self.gpus[i][: job.gpu_count]
         self.version[i] += 1
-        heap.pushed[i] = self.version[i]
-        heapq.heappush(heap.entries, self.entry(i))
+        heapq.heappush(self.node_class[i].entries, self.entry(i))
         return taken
 
 
 def _capacity_reject(state: _State, i: int, job: JobSnapshot) -> str | None:
+    if len(state.gpus[i]) < job.gpu_count:  # first: the scarcest, and what a node without GPUs lacks
+        return "gpus"
     if state.cpu[i] < job.cpu_milli:
         return "cpu"
     if state.mem[i] < job.memory_bytes:
         return "memory"
-    if len(state.gpus[i]) < job.gpu_count:
-        return "gpus"
     return None
 
 
 def explain(state: _State, job: JobSnapshot) -> str:
-    """Which filters removed how many nodes, e.g. "no node fits: 3 lack 2 free GPUs, 4 are in another region"."""
+    """Which filters removed how many nodes, e.g. "no node fits: 3 lack 2 free GPUs, 4 are in another region".
+
+    Static filters are counted per class; only classes that pass them are scanned node by node.
+    """
     if not state.nodes:
         return "no node fits: there are no nodes"
     counts: dict[str, int] = {}
-    for i, node in enumerate(state.nodes):
-        why = _static_reject(node, job) or _capacity_reject(state, i, job) or "busy"
-        counts[why] = counts.get(why, 0) + 1
+    for cls in state.classes:
+        why = _static_reject(cls.rep, job)
+        if why is not None:
+            counts[why] = counts.get(why, 0) + len(cls.members)
+            continue
+        for why, n in state.capacity_counts(cls, job).items():
+            counts[why] = counts.get(why, 0) + n
     phrases = dict(_PHRASES)
     phrases["cpu"] = f"lack {job.cpu_milli} free millicores"
     phrases["memory"] = f"lack {job.memory_bytes} free memory bytes"
     phrases["gpus"] = f"lack {job.gpu_count} free GPU{'s' if job.gpu_count != 1 else ''}"
     phrases["busy"] = "were filled earlier in this pass"
-    order = [*_STATIC, "cpu", "memory", "gpus", "busy"]
+    order = [*_STATIC, "gpus", "cpu", "memory", "busy"]
     parts = [f"{counts[name]} {phrases[name]}" for name in order if counts.get(name)]
     return "no node fits: " + ", ".join(parts)
 
@@ -199,12 +262,8 @@ def place(
                 f"{limit.max_concurrent} concurrent jobs"
             )
             continue
-        plain, gpu = state.heaps_for(job)
-        heap, i = gpu, None
-        if job.gpu_count == 0:
-            heap, i = plain, state.take(plain, job)
-            if i is None:
-                heap = gpu
+        plain, gpu = state.classes_for(job)
+        i = state.take(plain, job) if job.gpu_count == 0 else None
         if i is None:
             i = state.take(gpu, job)
         if i is None:
@@ -213,7 +272,7 @@ def place(
                 explained[shape] = explain(state, job)
             pending[job.id] = explained[shape]
             continue
-        uuids = state.place(heap, i, job)
+        uuids = state.place(i, job)
         placements.append(Placement(job_id=job.id, node_id=state.nodes[i].id, gpu_uuids=uuids))
         if limit is not None:
             active[job.project_id] += 1

@@ -90,16 +90,13 @@ def test_region_and_node_selector_filter_nodes():
 
 
 def test_cpu_memory_and_gpu_capacity_filter_nodes_and_count_in_the_reason():
-    nodes = [
-        node(1, cpu_milli=500),
-        node(2, memory_bytes=GIB // 2),
-        node(3, gpu_uuids=("g-a",)),
-        node(4, gpu_uuids=("g-b", "g-c"), used_gpus=frozenset({"g-b"})),
-    ]
-    plan = policy.place([job(1, gpu_count=2)], nodes, now=0)
-    assert plan.pending[1] == (
-        "no node fits: 1 lack 1000 free millicores, 1 lack 1073741824 free memory bytes, 2 lack 2 free GPUs"
-    )
+    nodes = [node(1, cpu_milli=500), node(2, memory_bytes=GIB // 2)]
+    plan = policy.place([job(1)], nodes, now=0)
+    assert plan.pending[1] == "no node fits: 1 lack 1000 free millicores, 1 lack 1073741824 free memory bytes"
+    assert placed(policy.place([job(2)], [*nodes, node(3)], now=0)) == {2: 3}
+    gpu_nodes = [node(1, cpu_milli=500), node(3, gpu_uuids=("g-a",)), node(4, gpu_uuids=("g-b", "g-c"))]
+    plan = policy.place([job(1, gpu_count=2, cpu_milli=8000)], gpu_nodes, now=0)
+    assert plan.pending[1] == "no node fits: 2 lack 2 free GPUs, 1 lack 8000 free millicores"
 
 
 def test_used_capacity_counts_against_the_node():
