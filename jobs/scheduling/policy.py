@@ -113,17 +113,22 @@ class _State:
         self.nodes = nodes
         self.cpu = [n.cpu_milli - n.used_cpu_milli for n in nodes]
         self.mem = [n.memory_bytes - n.used_memory_bytes for n in nodes]
-        self.gpus = [[u for u in n.gpu_uuids if u not in n.used_gpus] for n in nodes]
+        self.gpus = [
+            [u for u in n.gpu_uuids if u not in n.used_gpus] if n.used_gpus else list(n.gpu_uuids) for n in nodes
+        ]
         self.version = [0] * len(nodes)
         by_key: dict[tuple, _Class] = {}
         self.node_class: list[_Class] = []
+        append_class = self.node_class.append
         for i, node in enumerate(nodes):
-            cls = by_key.get(_class_key(node))
+            key = _class_key(node)
+            cls = by_key.get(key)
             if cls is None:
-                cls = by_key[_class_key(node)] = _Class(node)
+                cls = by_key[key] = _Class(node)
             cls.members.append(i)
-            cls.entries.append(self.entry(i))
-            self.node_class.append(cls)
+            score = self.cpu[i] / 1000 + self.mem[i] / GIB + GPU_WEIGHT * len(self.gpus[i])
+            cls.entries.append((-score, node.id, i, 0))
+            append_class(cls)
         self.classes = list(by_key.values())  # in order of their lowest node id: deterministic
         for cls in self.classes:
             heapq.heapify(cls.entries)
