@@ -9,6 +9,10 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 django_asgi = ASGIStaticFilesHandler(get_asgi_application())
 
+from gateway.asgi import route_invoke  # noqa: E402
+
+django_asgi = route_invoke(django_asgi)  # agent invoke calls skip the middleware chain (see gateway/asgi.py)
+
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 

@@ -43,6 +43,19 @@ STREAM_BODY_OVER = 1 << 20  # bodies up to 1 MiB are sent as bytes, so a failove
 SAFE_PATH = "/:@!$&'()*+,;=-._~"
 
 
+def _request_id(request) -> str:
+    """The lean handler skips euler.observability's middleware: set its request id here the same way."""
+    try:
+        from euler.observability import new_request_id, request_id_var
+    except ImportError:
+        incoming = request.headers.get("X-Request-ID", "")
+        return incoming if REQUEST_ID_RE.match(incoming) else uuid.uuid4().hex
+    request_id = new_request_id(request.headers.get("X-Request-ID"))
+    request_id_var.set(request_id)
+    request.request_id = request_id
+    return request_id
+
+
 def _error(exc: EulerError, request_id: str | None = None) -> JsonResponse:
     response = JsonResponse(exc.as_dict(), status=exc.status_code)
     if exc.status_code == 429 and exc.extra.get("retry_after") is not None:
@@ -105,10 +118,7 @@ def _body(request):
 @csrf_exempt
 async def invoke(request, name: str, path: str = ""):
     started = time.perf_counter()
-    request_id = getattr(request, "request_id", None)  # set by euler.observability's middleware
-    if not request_id:
-        incoming_id = request.headers.get("X-Request-ID", "")
-        request_id = incoming_id if REQUEST_ID_RE.match(incoming_id) else uuid.uuid4().hex
+    request_id = getattr(request, "request_id", None) or _request_id(request)
     try:
         project_id = await auth.project_id_for(request)
         route = await routes.route_for(project_id, name)

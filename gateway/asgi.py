@@ -1,0 +1,43 @@
+"""A lean ASGI entry for invoke calls: Django's handler without the middleware chain.
+
+Django runs each sync-style middleware hook (process_request/process_response) through
+sync_to_async: about a dozen thread hops per request with the project's middleware list, more
+than the whole proxy costs. The invoke view needs none of them (it authenticates itself, is
+CSRF-exempt for API keys and checks CSRF itself for sessions, and sets its own request id), so
+`route_invoke(app)` sends /api/v1/agents/<name>/invoke... to this handler and everything else to `app`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.exception import convert_exception_to_response
+
+INVOKE_PATH = re.compile(r"^/api/v1/agents/[^/]+/invoke(/|$)")
+
+
+class LeanHandler(ASGIHandler):
+    async def __call__(self, scope, receive, send):
+        # No ThreadSensitiveContext: inside one, asgiref starts a fresh thread per request for the
+        # first sync_to_async call (Django's request signals), which costs as much as the rest of
+        # the request. Without it those few short calls share asgiref's one sync thread.
+        await self.handle(scope, receive, send)
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        self._middleware_chain = convert_exception_to_response(self._get_response_async)
+
+
+def route_invoke(app):
+    """An ASGI app that hands invoke paths to LeanHandler and everything else to `app`."""
+    lean = LeanHandler()
+
+    async def router(scope, receive, send):
+        if scope["type"] == "http" and INVOKE_PATH.match(scope.get("path", "")):
+            return await lean(scope, receive, send)
+        return await app(scope, receive, send)
+
+    return router
