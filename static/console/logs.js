@@ -1,4 +1,9 @@
-/* Euler console: the live log viewer of a job (websocket: backlog, then live; resumes after the last seq). */
+/* Euler console: the live log viewer of a job.
+
+   The websocket /ws/jobs/{id}/logs/ sends the backlog of the latest attempt, then live chunks:
+   {"type": "log", "attempt": N, "seq": S, "stream": "stdout"|"stderr", "data": "..."},
+   {"type": "attempt", "attempt": N} when a retry starts, {"type": "end", "state": ...} when the job ends.
+   After a dropped connection it reconnects with ?after_seq=<last seq shown>, so nothing repeats or goes missing. */
 (function () {
   "use strict";
   var view = document.getElementById("log-view");
@@ -8,8 +13,7 @@
   var pauseButton = document.getElementById("log-pause");
   var paused = false;
   var held = [];
-  var seen = {}; // attempt id -> highest seq shown
-  var lastAttempt = null;
+  var lastSeq = -1; // of the attempt being shown
   var currentAttemptNumber = null;
   var ended = false;
   var retries = 0;
@@ -22,7 +26,7 @@
   function socketUrl() {
     var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
     var url = scheme + "//" + window.location.host + view.dataset.ws;
-    if (lastAttempt !== null) url += "?attempt=" + lastAttempt + "&after=" + seen[lastAttempt];
+    if (lastSeq >= 0) url += "?after_seq=" + lastSeq;
     return url;
   }
 
@@ -38,7 +42,7 @@
     chunks.forEach(function (c) {
       if (c.attempt !== undefined && c.attempt !== currentAttemptNumber) {
         currentAttemptNumber = c.attempt;
-        fragment.appendChild(line("── attempt " + c.attempt + " ──\n", "sys"));
+        fragment.appendChild(line("── " + (view.dataset.attemptLabel || "attempt") + " " + c.attempt + " ──\n", "sys"));
       }
       var span = line(c.data, c.stream === "stderr" ? "stderr" : "stdout");
       span.dataset.seq = c.seq;
@@ -49,10 +53,8 @@
   }
 
   function accept(chunk) {
-    var key = String(chunk.attempt_id !== undefined ? chunk.attempt_id : chunk.attempt);
-    if (seen[key] !== undefined && chunk.seq <= seen[key]) return; // replayed after a reconnect
-    seen[key] = chunk.seq;
-    lastAttempt = key;
+    if (chunk.seq <= lastSeq) return; // already shown (a replay after a reconnect)
+    lastSeq = chunk.seq;
     if (paused) held.push(chunk);
     else show([chunk]);
   }
@@ -64,17 +66,16 @@
     } catch (err) {
       return;
     }
-    var items = Array.isArray(message) ? message : message.chunks || message.logs || [message];
+    var items = Array.isArray(message) ? message : [message];
     items.forEach(function (m) {
-      var type = m.type || "log";
-      if (type.indexOf("log") !== -1 || m.data !== undefined) {
+      if (m.type === "log") {
         accept(m);
-      } else if (type.indexOf("state") !== -1 || type === "end" || type === "eof") {
-        if (m.terminal || type === "end" || type === "eof") {
-          ended = true;
-          status("ended");
-        }
-        document.dispatchEvent(new CustomEvent("euler:job-state", { detail: m }));
+      } else if (m.type === "attempt") {
+        lastSeq = -1; // a retry: its log starts over
+      } else if (m.type === "end") {
+        ended = true;
+        status("ended");
+        document.dispatchEvent(new CustomEvent("euler:job-ended", { detail: m }));
       }
     });
   }
@@ -88,8 +89,8 @@
     };
     socket.onmessage = onMessage;
     socket.onclose = function (event) {
-      if (ended || event.code === 1000 || event.code === 4404 || event.code === 4403) {
-        if (ended || event.code === 1000) status("ended");
+      if (ended || event.code === 4401 || event.code === 4404) {
+        if (!ended) status("closed");
         return;
       }
       retries += 1;
