@@ -45,7 +45,10 @@ def node_for_credential(raw: str):
     lookup = tokens.split(CREDENTIAL_PREFIX, raw)
     if lookup is None:
         return None
-    node = Node.objects.filter(credential_lookup=lookup).first()
-    if node is None or not tokens.matches(raw, node.credential_digest):
+    try:
+        node = Node.objects.get(credential_lookup=lookup)  # unique: no ORDER BY/LIMIT as first() would add
+    except Node.DoesNotExist:
+        return None
+    if not tokens.matches(raw, node.credential_digest):
         return None
     return node

@@ -13,6 +13,8 @@ EULER_NODE_HEARTBEAT_MAX_RATE = env_float("EULER_NODE_HEARTBEAT_MAX_RATE", 1000.
 EULER_NODE_HEARTBEAT_JITTER = env_float("EULER_NODE_HEARTBEAT_JITTER", 0.1, minimum=0.0)
 # Client networks allowed to call the node endpoints over plain HTTP (CIDRs); everyone else needs HTTPS.
 EULER_NODE_HTTP_ALLOWED_NETWORKS = env_list("EULER_NODE_HTTP_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
+# Threads (per web process) that do the database work of heartbeats and polls; each keeps a connection.
+EULER_NODE_DB_THREADS = env_int("EULER_NODE_DB_THREADS", 8, minimum=1, maximum=256)
 # Enrollment tokens: default and maximum lifetime in seconds.
 EULER_ENROLLMENT_TOKEN_TTL = env_int("EULER_ENROLLMENT_TOKEN_TTL", 3600, minimum=60, maximum=7 * 86400)
 EULER_ENROLLMENT_TOKEN_MAX_TTL = 7 * 86400

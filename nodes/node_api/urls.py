@@ -5,7 +5,7 @@ from nodes.node_api import views
 
 urlpatterns = [
     path(protocol.PATH_ENROLL, views.EnrollView.as_view(), name="node-enroll"),
-    path(protocol.PATH_HEARTBEAT, views.HeartbeatView.as_view(), name="node-heartbeat"),
+    path(protocol.PATH_HEARTBEAT, views.heartbeat, name="node-heartbeat"),
     path(protocol.PATH_POLL, views.poll, name="node-poll"),
     path("credential/rotate", views.RotateCredentialView.as_view(), name="node-credential-rotate"),
 ]

@@ -1,23 +1,26 @@
-"""Node-agent endpoints: enroll, heartbeat, credential rotation, and the assignment long-poll."""
+"""Node-agent endpoints: enroll, heartbeat, credential rotation, and the assignment long-poll.
+
+Heartbeat and poll are the hot paths: async views without DRF, their database work on a bounded pool
+(asyncdb.py); a held poll costs no thread.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pydantic
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import permissions, status
 from rest_framework.response import Response
 
-from euler.errors import EulerError, InvalidInput, json_error
+from euler.errors import EulerError, InvalidInput, Unauthorized, json_error
 from nodeagent import protocol
 from nodes import channel, liveness, services
 from nodes.auth import bearer, node_for_credential
 from nodes.models import Approval, Node
-from nodes.node_api.base import NodeAPIView, https_ok
+from nodes.node_api.asyncdb import run_db
+from nodes.node_api.base import NodeAPIView, NodeRejected, https_ok
 
 
 def _check_version(version: int) -> None:
@@ -48,14 +51,6 @@ class EnrollView(NodeAPIView):
         return Response(reply.model_dump(mode="json"), status=status.HTTP_201_CREATED)
 
 
-class HeartbeatView(NodeAPIView):
-    def post(self, request):
-        hb = self.parse(request, protocol.Heartbeat, code="invalid_heartbeat")
-        _check_version(hb.protocol_version)
-        reply = liveness.node_heartbeat(node=request.node, hb=hb)
-        return Response(reply.model_dump(mode="json"))
-
-
 class RotateCredentialView(NodeAPIView):
     """The agent asks for a new credential; the old one stops working once this answers."""
 
@@ -64,8 +59,56 @@ class RotateCredentialView(NodeAPIView):
         return Response({"credential": secret})
 
 
+# --- the hot paths -----------------------------------------------------------------------------
+def _authenticate(raw: str | None) -> Node:
+    if raw is None:
+        raise Unauthorized("Send the node credential as 'Authorization: Bearer euler_node_…'.", code="no_credential")
+    node = node_for_credential(raw)
+    if node is None:
+        raise Unauthorized("The node credential is unknown or revoked.", code="invalid_node_credential")
+    if node.approval == Approval.REJECTED:
+        raise NodeRejected()
+    return node
+
+
 def _error(exc: EulerError) -> JsonResponse:
     return json_error(exc.code, exc.message, exc.status_code, **exc.extra)
+
+
+def _refuse(request: HttpRequest) -> JsonResponse | None:
+    if request.method != "POST":
+        return json_error("method_not_allowed", "Use POST.", 405)
+    if not https_ok(request):
+        return json_error("https_required", "Node endpoints require HTTPS.", 403)
+    return None
+
+
+def _parse(model: type[pydantic.BaseModel], body: bytes, code: str):
+    try:
+        return model.model_validate_json(body or b"{}")
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise InvalidInput(f"{where}: {first['msg']}", code=code) from None
+
+
+def _heartbeat(raw: str | None, body: bytes) -> dict:
+    node = _authenticate(raw)
+    hb = _parse(protocol.Heartbeat, body, "invalid_heartbeat")
+    _check_version(hb.protocol_version)
+    return liveness.node_heartbeat(node=node, hb=hb).model_dump(mode="json")
+
+
+@csrf_exempt
+async def heartbeat(request: HttpRequest) -> JsonResponse:
+    refused = _refuse(request)
+    if refused is not None:
+        return refused
+    try:
+        reply = await run_db(request, _heartbeat, bearer(request.headers.get("Authorization")), request.body)
+    except EulerError as exc:
+        return _error(exc)
+    return JsonResponse(reply)
 
 
 def _work_for(node_id: int, node: Node | None):
@@ -80,38 +123,24 @@ def _work_for(node_id: int, node: Node | None):
 @csrf_exempt
 async def poll(request: HttpRequest) -> JsonResponse:
     """Long-poll: answers at once when the providers have work or commands for this node, else waits for
-    a wake-up (Redis) up to `wait` seconds and asks again. Async, so a held poll costs no thread."""
-    if request.method != "POST":
-        return json_error("method_not_allowed", "Use POST.", 405)
-    if not https_ok(request):
-        return json_error("https_required", "Node endpoints require HTTPS.", 403)
+    a wake-up (Redis) up to `wait` seconds and asks again."""
+    refused = _refuse(request)
+    if refused is not None:
+        return refused
     raw = bearer(request.headers.get("Authorization"))
-    if raw is None:
-        return json_error("no_credential", "Send the node credential as 'Authorization: Bearer euler_node_…'.", 401)
-    node = await sync_to_async(node_for_credential)(raw)
-    if node is None:
-        return json_error("invalid_node_credential", "The node credential is unknown or revoked.", 401)
-    if node.approval == Approval.REJECTED:
-        return json_error("node_rejected", "This node was rejected by an operator.", 401)
-    try:
-        body = json.loads(request.body or b"{}")
-        if not isinstance(body, dict):
-            raise ValueError("not an object")
-        req = protocol.PollRequest.model_validate(body)
-    except (ValueError, pydantic.ValidationError) as exc:
-        return json_error("invalid_poll", f"Malformed poll request: {str(exc).splitlines()[0]}", 400)
-
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + req.wait
     try:
+        node = await run_db(request, _authenticate, raw)
+        req = _parse(protocol.PollRequest, request.body, "invalid_poll")
+        deadline = loop.time() + req.wait
+        # The waiter is registered before the providers are first asked: no wake-up falls in between.
         async with channel.Waiter(node.pk) as waiter:
-            assignments, commands = await sync_to_async(_work_for)(node.pk, node)
+            assignments, commands = await run_db(request, _work_for, node.pk, node)
             while not (assignments or commands):
                 remaining = deadline - loop.time()
                 if remaining <= 0 or not await waiter.wait(remaining):
                     break
-                assignments, commands = await sync_to_async(_work_for)(node.pk, None)
+                assignments, commands = await run_db(request, _work_for, node.pk, None)
     except EulerError as exc:
         return _error(exc)
-    reply = protocol.PollReply(assignments=assignments, commands=commands)
-    return JsonResponse(reply.model_dump(mode="json"))
+    return JsonResponse(protocol.PollReply(assignments=assignments, commands=commands).model_dump(mode="json"))
