@@ -31,7 +31,7 @@ class Executor:
         state_dir: Path,
         logger: logging.Logger | None = None,
         runner=None,
-        stop_grace: int = 10,
+        stop_grace: int | None = None,
         max_spool_bytes: int | None = None,
     ):
         from nodeagent.docker_runner import DockerRunner
@@ -41,7 +41,8 @@ class Executor:
         self.state_dir = Path(state_dir)
         self.log = logger or logging.getLogger("euler.nodeagent.executor")
         self.runner = runner or DockerRunner()
-        self.stop_grace = stop_grace
+        # SIGTERM → this many seconds → SIGKILL when stopping a container (cancel, timeout, fencing).
+        self.stop_grace = stop_grace if stop_grace is not None else int(os.environ.get("EULER_AGENT_STOP_GRACE", "10"))
         self.max_spool_bytes = max_spool_bytes or int(
             os.environ.get("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES)
         )
