@@ -24,8 +24,9 @@ SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 PASSWORD = "pw-for-tests"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Module-scoped: Playwright's sync API holds an event loop in this thread, which must not outlive these tests."""
     if not os.path.exists(CHROMIUM):
         if IN_CI:
             pytest.fail(f"CI=true but {CHROMIUM} is missing (apt-get install chromium)")
@@ -34,16 +35,20 @@ def browser():
 
     expect.set_options(timeout=20_000)  # pages refresh themselves every few seconds
 
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(autouse=True)
-def _orm_beside_playwright(monkeypatch):
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # Playwright's sync API keeps an event loop in this thread while the tests' own ORM calls stay synchronous
+    # (database teardown included), so Django's async-context guard is lifted while the browser is up.
+    saved = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as pw:
+            chromium = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            yield chromium
+            chromium.close()
+    finally:
+        if saved is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = saved
 
 
 @pytest.fixture
