@@ -192,3 +192,14 @@ def attempt_gone(*, attempt_id: int, now: datetime | None = None) -> bool:
     return _end(
         attempt_id, row["job_id"], outcome=outcome, reason=row["stop_reason"] or "cancelled", message="stopped", now=now
     )
+
+
+@transaction.atomic
+def attempt_missing(*, attempt_id: int, now: datetime | None = None) -> bool:
+    """The node no longer lists a container it ran: the attempt is lost (the retry policy decides the job)."""
+    now = now or timezone.now()
+    row = Attempt.objects.filter(pk=attempt_id).values("job_id").first()
+    if row is None:
+        return False
+    message = "the node no longer runs this attempt's container"
+    return _end(attempt_id, row["job_id"], outcome=AttemptState.LOST, reason="lost", message=message, now=now)

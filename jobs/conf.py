@@ -17,6 +17,8 @@ EULER_JOB_TIMEOUT_GRACE = env_int("EULER_JOB_TIMEOUT_GRACE", 60, minimum=0)
 EULER_JOB_START_GRACE = env_int("EULER_JOB_START_GRACE", 900, minimum=0)
 # An assignment or stop command not acted on is handed to the node again after this many seconds.
 EULER_JOB_REDELIVER_AFTER = env_float("EULER_JOB_REDELIVER_AFTER", 30.0, minimum=1)
+# A running attempt that its node's heartbeats stop listing for this long is lost (its container vanished).
+EULER_JOB_MISSING_GRACE = env_float("EULER_JOB_MISSING_GRACE", 20.0, minimum=1)
 
 BEAT_SCHEDULE: dict = {
     "jobs-schedule-pass": {"task": "jobs.tasks.schedule", "schedule": timedelta(seconds=EULER_SCHEDULER_INTERVAL)},

@@ -106,4 +106,17 @@ def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
     )
     for attempt_id in list(done):
         attempts.attempt_gone(attempt_id=attempt_id, now=now)
+    # Running here for a while, yet the node does not list it (an agent restart found no container): lost.
+    missing = (
+        Attempt.objects.filter(
+            node=node,
+            state=AttemptState.RUNNING,
+            stop_reason="",
+            started_at__lt=now - timedelta(seconds=settings.EULER_JOB_MISSING_GRACE),
+        )
+        .exclude(pk__in=listed)
+        .values_list("pk", flat=True)
+    )
+    for attempt_id in list(missing):
+        attempts.attempt_missing(attempt_id=attempt_id, now=now)
     return commands

@@ -235,3 +235,18 @@ def test_the_server_backstop_fails_attempts_past_their_deadline_and_orders_a_sto
     assert job.state == "failed" and job.reason == "timeout"
     _, commands = node_hooks.poll_provider(node)
     assert [(c.attempt_id, c.reason) for c in commands] == [(attempt.pk, "timeout")]
+
+
+def test_a_running_attempt_its_node_stops_listing_is_lost_after_a_grace(placed, node_client):
+    job_id, attempt, node, cred = placed()
+    report(node_client, cred, attempt.pk, state="running")
+    hb = protocol.Heartbeat(resources=protocol.Resources(cpu_milli=1, memory_bytes=1), running=[])
+    node_hooks.heartbeat_hook(node, hb)
+    assert Attempt.objects.get(pk=attempt.pk).state == "running"  # just started: the list may predate it
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=timezone.now() - timedelta(minutes=5))
+    listed = [protocol.RunningAttempt(attempt_id=attempt.pk, state="running")]
+    node_hooks.heartbeat_hook(node, hb.model_copy(update={"running": listed}))
+    assert Attempt.objects.get(pk=attempt.pk).state == "running"
+    node_hooks.heartbeat_hook(node, hb)
+    assert Attempt.objects.get(pk=attempt.pk).state == "lost"
+    assert state_of(job_id) == "queued"
