@@ -6,6 +6,7 @@ import ipaddress
 from functools import lru_cache
 
 from euler import tokens
+from euler.errors import EulerError, Unauthorized
 
 CREDENTIAL_PREFIX = "euler_node_"
 ENROLLMENT_PREFIX = "euler_enroll_"
@@ -51,4 +52,22 @@ def node_for_credential(raw: str):
         return None
     if not tokens.matches(raw, node.credential_digest):
         return None
+    return node
+
+
+class NodeRejected(EulerError):
+    code = "node_rejected"
+    status_code = 401
+    message = "This node was rejected by an operator."
+
+
+def authenticate_node(raw: str | None):
+    """The node behind a presented credential, or the 401 that says why not."""
+    if raw is None:
+        raise Unauthorized("Send the node credential as 'Authorization: Bearer euler_node_…'.", code="no_credential")
+    node = node_for_credential(raw)
+    if node is None:
+        raise Unauthorized("The node credential is unknown or revoked.", code="invalid_node_credential")
+    if node.approval == "rejected":
+        raise NodeRejected()
     return node

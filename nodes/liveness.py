@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from euler import tokens
 from nodeagent import protocol
 from nodes import channel, policy
+from nodes.auth import CREDENTIAL_PREFIX, authenticate_node
 from nodes.models import Approval, EventKind, Node, NodeEvent
 from nodes.signals import node_available, node_offline, send_on_commit
 
@@ -43,21 +49,104 @@ def next_interval() -> float:
     )
 
 
+# What this process last knew of each node, by credential lookup. Never trusted on its own: the fast
+# path's UPDATE is conditional on every cached fact the reply depends on (credential, online, approval,
+# draining, pinned GPUs); when one changed, the UPDATE matches nothing and the full path runs.
+_known: OrderedDict[str, Node] = OrderedDict()
+_known_lock = threading.Lock()
+_KNOWN_MAX = 100_000
+
+
+def _remember(lookup: str, node: Node) -> None:
+    with _known_lock:
+        _known[lookup] = node
+        _known.move_to_end(lookup)
+        while len(_known) > _KNOWN_MAX:
+            _known.popitem(last=False)
+
+
+def _forget(lookup: str) -> None:
+    with _known_lock:
+        _known.pop(lookup, None)
+
+
+def _heartbeat_fields(hb: protocol.Heartbeat, now) -> dict:
+    res = hb.resources
+    return {
+        "last_heartbeat_at": now,
+        "online": True,
+        "cpu_milli": res.cpu_milli,
+        "memory_bytes": res.memory_bytes,
+        "gpus": [g.model_dump() for g in res.gpus],
+        "docker_version": res.docker_version,
+        "agent_version": hb.agent_version,
+    }
+
+
+def heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]) -> protocol.HeartbeatReply:
+    """A heartbeat from a presented credential: one conditional UPDATE when nothing changed since this
+    process last saw the node, else authentication and the full path (`node_heartbeat`)."""
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+    with _known_lock:
+        known = _known.get(lookup) if lookup else None
+    if known is not None and tokens.matches(raw, known.credential_digest):
+        hb = parse()
+        reply = _fast_heartbeat(lookup, known, hb)
+        if reply is not None:
+            return reply
+        _forget(lookup)
+    node = authenticate_node(raw)
+    hb = parse()
+    reply = node_heartbeat(node=node, hb=hb)
+    _remember(lookup, copy.copy(node))
+    return reply
+
+
+def _fast_heartbeat(lookup: str, known: Node, hb: protocol.Heartbeat) -> protocol.HeartbeatReply | None:
+    fields = _heartbeat_fields(hb, timezone.now())
+    if (
+        known.approval == Approval.APPROVED
+        and known.gpu_fingerprint
+        and policy.gpu_fingerprint(fields["gpus"]) != known.gpu_fingerprint
+    ):
+        return None  # the GPU set changed: the full path sends the node back to pending
+    updated = Node.objects.filter(
+        pk=known.pk,
+        credential_digest=known.credential_digest,
+        online=True,
+        approval=known.approval,
+        draining=known.draining,
+        gpu_fingerprint=known.gpu_fingerprint,
+    ).update(**fields)
+    if updated != 1:
+        return None
+    capacity_changed = (
+        known.cpu_milli != fields["cpu_milli"]
+        or known.memory_bytes != fields["memory_bytes"]
+        or policy.gpu_identity(known.gpus) != policy.gpu_identity(fields["gpus"])
+    )
+    node = copy.copy(known)
+    for key, value in fields.items():
+        setattr(node, key, value)
+    if capacity_changed:
+        _remember(lookup, copy.copy(node))
+        if node.approval == Approval.APPROVED:
+            node_available.send(sender=Node, node_id=node.pk)
+    return protocol.HeartbeatReply(
+        approval=node.approval,
+        draining=node.draining,
+        heartbeat_interval=next_interval(),
+        commands=channel.heartbeat_commands(node, hb),
+    )
+
+
 def node_heartbeat(*, node: Node, hb: protocol.Heartbeat) -> protocol.HeartbeatReply:
     """Record a heartbeat: one conditional UPDATE of the node row on the usual path. Transitions (back
     online, GPU set changed, capacity changed) write an event and signal after commit."""
     now = timezone.now()
     res = hb.resources
-    gpus = [g.model_dump() for g in res.gpus]
-    fields = {
-        "last_heartbeat_at": now,
-        "online": True,
-        "cpu_milli": res.cpu_milli,
-        "memory_bytes": res.memory_bytes,
-        "gpus": gpus,
-        "docker_version": res.docker_version,
-        "agent_version": hb.agent_version,
-    }
+    fields = _heartbeat_fields(hb, now)
+    gpus = fields["gpus"]
     gpus_moved = (
         node.approval == Approval.APPROVED
         and node.gpu_fingerprint

@@ -11,8 +11,8 @@ from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
-from euler.errors import EulerError, Forbidden, InvalidInput, Unauthorized
-from nodes.auth import address_allowed, bearer, node_for_credential
+from euler.errors import Forbidden, InvalidInput
+from nodes.auth import NodeRejected, address_allowed, authenticate_node, bearer  # noqa: F401 - NodeRejected re-exported
 
 
 class NodeUser:
@@ -33,24 +33,9 @@ class NodeUser:
         return f"node:{self.node.name}"
 
 
-class NodeRejected(EulerError):
-    code = "node_rejected"
-    status_code = 401
-    message = "This node was rejected by an operator."
-
-
 class NodeCredentialAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
-        raw = bearer(request.META.get("HTTP_AUTHORIZATION"))
-        if raw is None:
-            raise Unauthorized(
-                "Send the node credential as 'Authorization: Bearer euler_node_…'.", code="no_credential"
-            )
-        node = node_for_credential(raw)
-        if node is None:
-            raise Unauthorized("The node credential is unknown or revoked.", code="invalid_node_credential")
-        if node.approval == "rejected":
-            raise NodeRejected()
+        node = authenticate_node(bearer(request.META.get("HTTP_AUTHORIZATION")))
         return NodeUser(node), node
 
     def authenticate_header(self, request) -> str:

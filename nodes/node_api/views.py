@@ -14,13 +14,13 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import permissions, status
 from rest_framework.response import Response
 
-from euler.errors import EulerError, InvalidInput, Unauthorized, json_error
+from euler.errors import EulerError, InvalidInput, json_error
 from nodeagent import protocol
 from nodes import channel, liveness, services
-from nodes.auth import bearer, node_for_credential
+from nodes.auth import authenticate_node, bearer
 from nodes.models import Approval, Node
 from nodes.node_api.asyncdb import run_db
-from nodes.node_api.base import NodeAPIView, NodeRejected, https_ok
+from nodes.node_api.base import NodeAPIView, https_ok
 
 
 def _check_version(version: int) -> None:
@@ -60,17 +60,6 @@ class RotateCredentialView(NodeAPIView):
 
 
 # --- the hot paths -----------------------------------------------------------------------------
-def _authenticate(raw: str | None) -> Node:
-    if raw is None:
-        raise Unauthorized("Send the node credential as 'Authorization: Bearer euler_node_…'.", code="no_credential")
-    node = node_for_credential(raw)
-    if node is None:
-        raise Unauthorized("The node credential is unknown or revoked.", code="invalid_node_credential")
-    if node.approval == Approval.REJECTED:
-        raise NodeRejected()
-    return node
-
-
 def _error(exc: EulerError) -> JsonResponse:
     return json_error(exc.code, exc.message, exc.status_code, **exc.extra)
 
@@ -93,10 +82,12 @@ def _parse(model: type[pydantic.BaseModel], body: bytes, code: str):
 
 
 def _heartbeat(raw: str | None, body: bytes) -> dict:
-    node = _authenticate(raw)
-    hb = _parse(protocol.Heartbeat, body, "invalid_heartbeat")
-    _check_version(hb.protocol_version)
-    return liveness.node_heartbeat(node=node, hb=hb).model_dump(mode="json")
+    def parse() -> protocol.Heartbeat:
+        hb = _parse(protocol.Heartbeat, body, "invalid_heartbeat")
+        _check_version(hb.protocol_version)
+        return hb
+
+    return liveness.heartbeat(raw=raw, parse=parse).model_dump(mode="json")
 
 
 @csrf_exempt
@@ -130,7 +121,7 @@ async def poll(request: HttpRequest) -> JsonResponse:
     raw = bearer(request.headers.get("Authorization"))
     loop = asyncio.get_running_loop()
     try:
-        node = await run_db(request, _authenticate, raw)
+        node = await run_db(request, authenticate_node, raw)
         req = _parse(protocol.PollRequest, request.body, "invalid_poll")
         deadline = loop.time() + req.wait
         # The waiter is registered before the providers are first asked: no wake-up falls in between.

@@ -29,7 +29,7 @@ def test_a_second_heartbeat_writes_no_new_event(platform_node, heartbeat):
     assert node.events.filter(kind=EventKind.ONLINE).count() == 1
 
 
-def test_the_usual_heartbeat_costs_two_queries_besides_the_hooks(
+def test_the_usual_heartbeat_costs_one_query_besides_the_hooks(
     platform_node, heartbeat, django_assert_max_num_queries, monkeypatch
 ):
     from nodes import channel
@@ -37,7 +37,7 @@ def test_the_usual_heartbeat_costs_two_queries_besides_the_hooks(
     monkeypatch.setattr(channel, "_heartbeat_hooks", [])
     node, cred = platform_node
     heartbeat(cred)
-    with django_assert_max_num_queries(2):
+    with django_assert_max_num_queries(1):
         assert heartbeat(cred).status_code == 200
 
 
@@ -157,3 +157,42 @@ def test_a_draining_node_is_told_so(platform_node, heartbeat):
     node, cred = platform_node
     services.node_drain(node=node)
     assert heartbeat(cred).json()["draining"] is True
+
+
+@pytest.mark.parametrize(
+    "change,expect",
+    [
+        (lambda node: services.node_reject(node=node), (401, "node_rejected")),
+        (lambda node: services.node_revoke_credential(node=node), (401, "invalid_node_credential")),
+        (lambda node: services.node_rotate_credential(node=node), (401, "invalid_node_credential")),
+    ],
+)
+def test_a_node_known_to_the_process_is_still_refused_at_once_after_being_cut_off(
+    platform_node, heartbeat, change, expect
+):
+    node, cred = platform_node
+    heartbeat(cred)
+    heartbeat(cred)
+    change(node)
+    r = heartbeat(cred)
+    assert (r.status_code, r.json()["code"]) == expect
+
+
+def test_a_node_known_to_the_process_sees_approval_and_draining_changes_at_once(platform_node, heartbeat):
+    node, cred = platform_node
+    assert heartbeat(cred).json()["approval"] == "pending"
+    services.node_approve(node=node)
+    assert heartbeat(cred).json()["approval"] == "approved"
+    services.node_drain(node=node)
+    assert heartbeat(cred).json()["draining"] is True
+    services.node_undrain(node=node)
+    assert heartbeat(cred).json()["draining"] is False
+
+
+def test_a_gpu_change_is_caught_on_the_fast_path_too(enroll, platform_token, heartbeat):
+    node, cred = enroll(platform_token, "g1", resources={"cpu_milli": 1000, "memory_bytes": 1, "gpus": [gpu("GPU-a")]})
+    services.node_approve(node=node)
+    heartbeat(cred, gpus=[gpu("GPU-a")])
+    heartbeat(cred, gpus=[gpu("GPU-a")])
+    assert heartbeat(cred, gpus=[gpu("GPU-z")]).json()["approval"] == "pending"
+    assert node.events.filter(kind=EventKind.GPUS_CHANGED).count() == 1
