@@ -77,19 +77,31 @@ def _key(job: JobSnapshot) -> tuple:
     return (job.project_id, job.region, job.node_selector, job.pool, job.min_trust, job.needs_secrets)
 
 
-def _class_key(node: NodeSnapshot) -> tuple:
-    """Everything the static filters read: nodes of one class pass or fail them together."""
-    return (
-        node.approved,
-        node.online,
-        node.draining,
-        node.trust,
-        node.public_pool,
-        node.owner_project_id,
-        node.region,
-        node.labels,
-        bool(node.gpu_uuids),
-    )
+class _Relevant:
+    """What of a node the queued jobs can tell apart: only these attributes split nodes into classes.
+
+    A label no selector names, a region no job asks for, or an owner project with no queued job makes
+    no difference to any static filter in this pass, so nodes differing only there share a class.
+    """
+
+    def __init__(self, jobs: list[JobSnapshot]) -> None:
+        self.label_keys = frozenset(k for job in jobs for k, _ in job.node_selector)
+        self.regions = frozenset(job.region for job in jobs if job.region)
+        self.projects = frozenset(job.project_id for job in jobs)
+
+    def class_key(self, node: NodeSnapshot) -> tuple:
+        labels = frozenset(item for item in node.labels if item[0] in self.label_keys) if self.label_keys else ()
+        return (
+            node.approved,
+            node.online,
+            node.draining,
+            node.trust,
+            node.public_pool,
+            node.owner_project_id if node.owner_project_id in self.projects else None,
+            node.region if node.region in self.regions else None,
+            labels,
+            bool(node.gpu_uuids),
+        )
 
 
 class _Class:
@@ -109,7 +121,7 @@ class _Class:
 class _State:
     """Free capacity per node (by index in id order), node classes, and per-job-key eligible classes."""
 
-    def __init__(self, nodes: list[NodeSnapshot]) -> None:
+    def __init__(self, nodes: list[NodeSnapshot], relevant: _Relevant) -> None:
         self.nodes = nodes
         self.cpu = [n.cpu_milli - n.used_cpu_milli for n in nodes]
         self.mem = [n.memory_bytes - n.used_memory_bytes for n in nodes]
@@ -121,7 +133,7 @@ class _State:
         self.node_class: list[_Class] = []
         append_class = self.node_class.append
         for i, node in enumerate(nodes):
-            key = _class_key(node)
+            key = relevant.class_key(node)
             cls = by_key.get(key)
             if cls is None:
                 cls = by_key[key] = _Class(node)
@@ -251,12 +263,13 @@ def place(
 ) -> Plan:
     """Placements for queued jobs, oldest first; the same inputs in any order give the same plan."""
     projects = projects or {}
-    state = _State(sorted(nodes, key=lambda n: n.id))
+    jobs = sorted(jobs, key=lambda j: (j.queued_at, j.id))
+    state = _State(sorted(nodes, key=lambda n: n.id), _Relevant(jobs))
     active = {pid: limit.active for pid, limit in projects.items()}
     placements: list[Placement] = []
     pending: dict[int, str] = {}
     explained: dict[tuple, str] = {}
-    for job in sorted(jobs, key=lambda j: (j.queued_at, j.id)):
+    for job in jobs:
         if job.not_before is not None and job.not_before > now:
             pending[job.id] = REASON_BACKOFF
             continue

@@ -176,7 +176,11 @@ def test_the_plan_does_not_depend_on_input_order():
             cpu_milli=rng.choice([2000, 4000, 8000]),
             memory_bytes=rng.choice([4, 8, 16]) * GIB,
             gpu_uuids=tuple(f"g{i}-{k}" for k in range(rng.choice([0, 0, 2]))),
-            region=rng.choice(["a", "b"]),
+            region=rng.choice(["a", "b", "c"]),
+            labels=frozenset({("host", f"h{i}"), ("disk", rng.choice(["ssd", "hdd"]))}),
+            owner_project_id=rng.choice([None, 1, 9]),
+            trust=rng.choice(["platform", "community", "untrusted"]),
+            public_pool=rng.choice([True, False]),
         )
         for i in range(1, 40)
     ]
@@ -186,6 +190,7 @@ def test_the_plan_does_not_depend_on_input_order():
             cpu_milli=rng.choice([500, 1000, 3000]),
             gpu_count=rng.choice([0, 0, 1]),
             region=rng.choice(["", "a"]),
+            node_selector=rng.choice([frozenset(), frozenset({("disk", "ssd")})]),
             queued_at=float(rng.randint(0, 5)),
         )
         for i in range(1, 150)
@@ -226,3 +231,12 @@ def test_a_large_random_pass_never_overbooks_anything():
     assert all(v <= 8 * GIB for v in mem.values())
     assert len(gpus) == len(set(gpus))
     assert len(plan.placements) + len(plan.pending) == len(jobs)
+
+
+def test_nodes_differing_only_in_labels_no_job_names_are_filtered_alike():
+    nodes = [node(i, labels=frozenset({("host", f"h{i}")}), cpu_milli=1000) for i in range(1, 4)]
+    plan = policy.place([job(1), job(2), job(3), job(4)], nodes, now=0)
+    assert sorted(placed(plan).values()) == [1, 2, 3]
+    assert plan.pending[4] == "no node fits: 3 lack 1000 free millicores"
+    picky = policy.place([job(1, node_selector=frozenset({("host", "h2")}))], nodes, now=0)
+    assert placed(picky) == {1: 2}
