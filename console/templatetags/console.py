@@ -39,9 +39,19 @@ def gib(value) -> str:
 
 
 @register.filter
+def size(value) -> str:
+    """Bytes as MiB below 1 GiB, GiB above: 64 MiB, 1.5 GiB."""
+    value = float(value or 0)
+    if value < 2**30:
+        return f"{value / 2**20:.0f} MiB"
+    gb = value / 2**30
+    return f"{gb:.0f} GiB" if gb == int(gb) else f"{gb:.1f} GiB"
+
+
+@register.filter
 def cores(milli) -> str:
     value = float(milli or 0) / 1000
-    return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+    return f"{value:.0f}" if value == int(value) else f"{value:.2f}".rstrip("0")
 
 
 @register.inclusion_tag("console/_chart.html")

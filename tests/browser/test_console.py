@@ -32,14 +32,42 @@ def olivia(project, owner):
     return owner
 
 
-def test_it_signs_in_and_shows_every_page(site, new_page, olivia):
+def seed_figures(project) -> None:
+    """A node with allocations and some usage, so that bars and charts have something to draw."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from nodes.models import Node
+    from quotas.models import UsageEntry
+
+    gpus = [{"uuid": f"GPU-{i}", "index": i, "model": "NVIDIA A10", "memory_bytes": 24 << 30} for i in range(4)]
+    Node.objects.create(
+        name="lab-box", owner_project=project, approval="approved", trust="untrusted", online=True,
+        last_heartbeat_at=timezone.now(), cpu_milli=16000, memory_bytes=64 << 30, gpus=gpus,
+        allocated_cpu_milli=12000, allocated_memory_bytes=20 << 30, allocated_gpus=["GPU-0", "GPU-1", "GPU-2"],
+    )  # fmt: skip
+    today = timezone.now().date()
+    for days_ago in range(0, 12):
+        day = today - timedelta(days=days_ago)
+        UsageEntry.objects.create(
+            project=project, day=day, resource="cpu_core_seconds", amount=3600 * (days_ago % 5 + 1)
+        )
+        UsageEntry.objects.create(
+            project=project, day=day, resource="invocations", agent_name="echo", amount=40 * days_ago
+        )
+
+
+def test_it_signs_in_and_shows_every_page(site, new_page, olivia, project):
+    seed_figures(project)
     page = new_page()
     page.goto(site + "/")
     expect(page).to_have_url(f"{site}/login/?next=/")
     shot(page, "login")
     sign_in(page, site, "olivia", next_path="/")
     expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
-    expect(page.locator("#tile-running")).to_be_visible()
+    expect(page.locator("#tile-nodes")).to_contain_text("1")
+    expect(page.locator("#tile-gpus")).to_contain_text("1")
     shot(page, "dashboard")
     for path, heading, name in [
         ("/jobs/", "Jobs", "jobs"),
@@ -53,6 +81,10 @@ def test_it_signs_in_and_shows_every_page(site, new_page, olivia):
         page.goto(site + path)
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
         shot(page, name)
+    page.goto(site + "/usage/")
+    assert page.locator("figure.chart svg").count() >= 2
+    page.goto(site + "/nodes/")
+    expect(page.locator('tr[data-node="lab-box"]')).to_contain_text("3 / 4")
 
 
 def test_a_wrong_password_is_refused(site, new_page, olivia):
