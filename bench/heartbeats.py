@@ -256,13 +256,13 @@ def main() -> int:
         else:
             mode = f"open loop, offered {args.nodes / args.interval:.0f}/s, {args.connections} connections"
             result = asyncio.run(open_loop(url, creds, args.interval, args.duration, args.connections))
+        if args.calibrate:
+            noop = asyncio.run(closed_loop(url, [], max(args.closed, 16), min(args.duration, 10), noop=True))
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=15)
         drop_nodes()
-        if args.calibrate:
-            noop = asyncio.run(closed_loop(url, [], max(args.closed, 16), min(args.duration, 10), noop=True))
     lat = result["latencies"]
     print(f"heartbeats: {args.nodes} nodes, interval {args.interval:g} s, {args.duration:g} s, {mode}")
     print(f"  sent {result['sent']}, ok {result['ok']}, errors {result['errors'] or 0}")
@@ -274,7 +274,7 @@ def main() -> int:
     if args.calibrate:
         nl = noop["latencies"]
         print(
-            f"  calibration: no-op GET /healthz, closed loop: {noop['ok'] / noop['elapsed']:.0f}/s, p50 {pct(nl, 50) * 1000:.1f} ms"
+            f"  calibration: no-op GET /healthz, closed loop: {noop['ok'] / noop['elapsed']:.0f}/s, p50 {pct(nl, 50) * 1000:.1f} ms, errors {noop['errors'] or 0}"
         )
     return 0
 
