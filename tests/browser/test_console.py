@@ -235,3 +235,34 @@ def test_the_new_job_form_shows_the_apis_validation_next_to_the_field(site, new_
     expect(page.locator("#err-image")).to_contain_text("not a valid image reference")
     expect(page.get_by_label("Image")).to_have_attribute("aria-invalid", "true")
     shot(page, "job-new-errors")
+
+
+def test_an_enrollment_token_and_its_command_are_shown_once(site, new_page, olivia):
+    page = new_page()
+    sign_in(page, site, "olivia")
+    page.goto(site + "/nodes/")
+    page.get_by_label("Label").fill("lab")
+    page.get_by_role("button", name="Create enrollment token").click()
+    expect(page.locator("[data-once-secret]")).to_contain_text("euler_enroll_")
+    token = page.locator("[data-once-secret]").inner_text().strip()
+    command = page.locator("#once-command").inner_text()
+    assert f"EULER_ENROLLMENT_TOKEN={token}" in command and command.endswith("./euler-node")
+    expect(page.locator("#token-list")).to_contain_text("lab")
+    shot(page, "nodes-token-created")
+    page.reload()
+    assert token not in page.content()
+
+
+def test_a_key_can_be_created_with_the_keyboard_alone(site, new_page, olivia):
+    page = new_page()
+    sign_in(page, site, "olivia")
+    page.goto(site + "/keys/")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    page.get_by_label("Label").focus()
+    page.keyboard.type("typed")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Create key")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("[data-once-secret]")).to_contain_text("euler_pk_")
+    expect(page.locator("[data-once-output]")).to_be_focused()
