@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.conf import settings
@@ -46,27 +46,14 @@ class PassStats:
         self.busy = self.busy or other.busy
 
 
-def node_snapshots() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
-    """Every node with what its active attempts hold; also the stored counters, to refresh them."""
+def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
+    """Every node's static facts (nothing used yet), and the stored allocation counters, to refresh them."""
     from nodes.models import Approval, Node
 
-    used = {
-        row["node_id"]: (row["cpu"] or 0, row["mem"] or 0)
-        for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, node__isnull=False)
-        .values("node_id")
-        .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"))
-    }
-    gpus: dict[int, set[str]] = {}
-    for node_id, uuids in Attempt.objects.filter(
-        state__in=ATTEMPT_ACTIVE, node__isnull=False, job__gpu_count__gt=0
-    ).values_list("node_id", "gpu_uuids"):
-        gpus.setdefault(node_id, set()).update(uuids or [])
     snaps, stored = [], {}
     fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
     fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
     for row in Node.objects.values(*fields, "allocated_gpus"):
-        cpu, mem = used.get(row["id"], (0, 0))
-        held = frozenset(gpus.get(row["id"], ()))
         snaps.append(
             NodeSnapshot(
                 id=row["id"],
@@ -82,9 +69,6 @@ def node_snapshots() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 cpu_milli=row["cpu_milli"],
                 memory_bytes=row["memory_bytes"],
                 gpu_uuids=tuple(g["uuid"] for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0))),
-                used_cpu_milli=cpu,
-                used_memory_bytes=mem,
-                used_gpus=held,
             )
         )
         stored[row["id"]] = (
@@ -93,6 +77,33 @@ def node_snapshots() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
             sorted(row["allocated_gpus"] or []),
         )
     return snaps, stored
+
+
+def with_usage(nodes: list[NodeSnapshot]) -> list[NodeSnapshot]:
+    """The nodes with what their active attempts hold now, summed from the attempts (never from a counter)."""
+    used = {
+        row["node_id"]: (row["cpu"] or 0, row["mem"] or 0)
+        for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, node__isnull=False)
+        .values("node_id")
+        .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"))
+    }
+    gpus: dict[int, set[str]] = {}
+    for node_id, uuids in Attempt.objects.filter(
+        state__in=ATTEMPT_ACTIVE, node__isnull=False, job__gpu_count__gt=0
+    ).values_list("node_id", "gpu_uuids"):
+        gpus.setdefault(node_id, set()).update(uuids or [])
+    out = []
+    for node in nodes:
+        if node.id in used or node.id in gpus:
+            cpu, mem = used.get(node.id, (0, 0))
+            node = replace(node, used_cpu_milli=cpu, used_memory_bytes=mem, used_gpus=frozenset(gpus.get(node.id, ())))
+        out.append(node)
+    return out
+
+
+def node_snapshots() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
+    base, stored = node_rows()
+    return with_usage(base), stored
 
 
 def job_snapshot(job: Job) -> JobSnapshot:
@@ -147,6 +158,7 @@ def _refresh_counters(nodes: list[NodeSnapshot], stored: dict[int, tuple], added
         want = (node.used_cpu_milli + cpu, node.used_memory_bytes + mem, sorted(node.used_gpus.union(uuids)))
         if stored.get(node.id) != want:
             changed.append((node.id, *want))
+            stored[node.id] = want
     if changed:
         with connection.cursor() as cur:
             cur.executemany(
@@ -157,7 +169,7 @@ def _refresh_counters(nodes: list[NodeSnapshot], stored: dict[int, tuple], added
 
 
 @transaction.atomic
-def _batch(*, now: datetime, size: int, after: tuple | None) -> tuple[PassStats, tuple | None, int]:
+def _batch(*, now: datetime, size: int, after: tuple | None, rows: dict) -> tuple[PassStats, tuple | None, int]:
     stats = PassStats(batches=1)
     if not _advisory_lock():
         stats.busy = True
@@ -173,7 +185,9 @@ def _batch(*, now: datetime, size: int, after: tuple | None) -> tuple[PassStats,
     jobs = list(qs[:size])
     if not jobs:
         return stats, None, 0
-    nodes, stored = node_snapshots()
+    if "nodes" not in rows:  # static node facts once per pass; what attempts hold is re-read every batch
+        rows["nodes"], rows["stored"] = node_rows()
+    nodes, stored = with_usage(rows["nodes"]), rows["stored"]
     limits = project_limits({job.project_id for job in jobs})
     plan = policy.place([job_snapshot(job) for job in jobs], nodes, now=now.timestamp(), projects=limits)
 
@@ -240,9 +254,9 @@ def wake_nodes(node_ids: list[int]) -> None:
 def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassStats:
     """Place queued jobs, oldest first, one transaction per batch of `batch` jobs."""
     size = batch or settings.EULER_SCHEDULER_BATCH
-    stats, after = PassStats(), None
+    stats, after, rows = PassStats(), None, {}
     while True:
-        got, after, loaded = _batch(now=now or timezone.now(), size=size, after=after)
+        got, after, loaded = _batch(now=now or timezone.now(), size=size, after=after, rows=rows)
         stats.add(got)
         if got.busy or loaded < size:
             return stats
