@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -80,40 +81,57 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))]
 
 
-async def fixed_rate(url: str, headers: dict, rate: int, seconds: float) -> list[float]:
-    latencies: list[float] = []
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+async def fixed_rate(targets: list[tuple[str, dict]], rate: int, seconds: float) -> list[list[float]]:
+    """Latencies per target; targets are called in turn, each at `rate`, so they share the same moments."""
+    latencies: list[list[float]] = [[] for _ in targets]
+    errors = [0 for _ in targets]
+    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400, keepalive_expiry=4)
     async with httpx.AsyncClient(limits=limits, timeout=10) as client:
 
-        async def one():
+        async def one(index: int):
+            url, headers = targets[index]
             started = time.perf_counter()
-            response = await client.get(url, headers=headers)
+            try:
+                response = await client.get(url, headers=headers)
+            except httpx.HTTPError:
+                errors[index] += 1
+                return
             if response.status_code == 200:
-                latencies.append((time.perf_counter() - started) * 1000)
+                latencies[index].append((time.perf_counter() - started) * 1000)
+            else:
+                errors[index] += 1
 
         for _ in range(20):  # warm the pools
-            await one()
-        latencies.clear()
-        tasks, start, n = [], time.perf_counter(), int(rate * seconds)
+            await asyncio.gather(*(one(i) for i in range(len(targets))))
+        for found in latencies:
+            found.clear()
+        tasks, start, n = [], time.perf_counter(), int(rate * seconds) * len(targets)
+        step = 1 / (rate * len(targets))
         for i in range(n):
-            delay = start + i / rate - time.perf_counter()
+            delay = start + i * step - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.ensure_future(one()))
+            tasks.append(asyncio.ensure_future(one(i % len(targets))))
         await asyncio.gather(*tasks)
+    if any(errors):
+        print(f"failed calls (direct, gateway): {errors}")
     return latencies
 
 
 async def closed_loop(url: str, headers: dict, seconds: float, concurrency: int = 32) -> float:
     done = 0
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency), timeout=10) as client:
+    limits = httpx.Limits(max_connections=concurrency, keepalive_expiry=4)
+    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
         deadline = time.perf_counter() + seconds
 
         async def worker():
             nonlocal done
             while time.perf_counter() < deadline:
-                if (await client.get(url, headers=headers)).status_code == 200:
-                    done += 1
+                try:
+                    if (await client.get(url, headers=headers)).status_code == 200:
+                        done += 1
+                except httpx.HTTPError:
+                    pass
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return done / seconds
@@ -137,6 +155,16 @@ async def sse(url: str, headers: dict, runs: int) -> tuple[list[float], list[flo
             ttfbs.append(first)
             frames.append(count)
     return ttfbs, delays, frames
+
+
+def measured_cpu(server: subprocess.Popen, run, seconds: float) -> tuple[float, float]:
+    """(requests/s, server CPU microseconds per request): CPU time holds up on a shared, busy machine."""
+    proc = psutil.Process(server.pid)
+    before = proc.cpu_times()
+    rps = asyncio.run(run)
+    after = proc.cpu_times()
+    used = (after.user - before.user) + (after.system - before.system)
+    return rps, used * 1e6 / max(1, rps * seconds)
 
 
 def start_server(kind: str, port: int, env: dict) -> subprocess.Popen:
@@ -166,7 +194,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--servers", default="uvicorn,daphne")
-    parser.add_argument("--sse-runs", type=int, default=10)
+    parser.add_argument("--sse-runs", type=int, default=20)
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="euler-bench-gw-"))
@@ -201,7 +229,6 @@ def main() -> None:
         auth = {"X-Euler-API-Key": key}
         db = "PostgreSQL" if env.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
         print(f"loopback, {os.cpu_count()} CPUs (shared), {db}, rate {args.rate} rps for {args.seconds:g} s")
-        base_direct = asyncio.run(fixed_rate(direct + "/echo", {}, args.rate, args.seconds))
         sse_direct = asyncio.run(sse(direct + "/sse", {}, args.sse_runs))
         results = {}
         for kind in args.servers.split(","):
@@ -211,9 +238,12 @@ def main() -> None:
             gw = f"http://127.0.0.1:{port}"
             wait_http(gw + "/bench-noop")
             invoke = gw + "/api/v1/agents/bench/invoke/echo"
-            lat = asyncio.run(fixed_rate(invoke, auth, args.rate, args.seconds))
-            noop_rps = asyncio.run(closed_loop(gw + "/bench-noop", {}, 3))
-            gw_rps = asyncio.run(closed_loop(invoke, auth, 3))
+            base_direct, lat = asyncio.run(
+                fixed_rate([(direct + "/echo", {}), (invoke, auth)], args.rate, args.seconds)
+            )
+            noop_rps, noop_cpu = measured_cpu(server, closed_loop(gw + "/bench-noop", {}, 3), 3)
+            gw_rps, gw_cpu = measured_cpu(server, closed_loop(invoke, auth, 3), 3)
+            asyncio.run(sse(gw + "/api/v1/agents/bench/invoke/sse", auth, 1))  # warm-up
             ttfb, delays, frames = asyncio.run(sse(gw + "/api/v1/agents/bench/invoke/sse", auth, args.sse_runs))
             server.terminate()
             server.wait(10)
@@ -222,21 +252,23 @@ def main() -> None:
                 "added_p99_ms": round(pct(lat, 99) - pct(base_direct, 99), 3),
                 "gateway_p50_ms": round(pct(lat, 50), 3),
                 "gateway_p99_ms": round(pct(lat, 99), 3),
+                "direct_p50_ms": round(pct(base_direct, 50), 3),
+                "direct_p99_ms": round(pct(base_direct, 99), 3),
                 "ok_calls": len(lat),
                 "noop_rps": round(noop_rps),
                 "invoke_rps": round(gw_rps),
                 "throughput_ratio": round(gw_rps / noop_rps, 3),
+                "server_cpu_us_per_noop": round(noop_cpu),
+                "server_cpu_us_per_invoke": round(gw_cpu),
+                "cpu_capacity_ratio": round(noop_cpu / gw_cpu, 3),
                 "sse_ttfb_added_p95_ms": round(pct(ttfb, 95) - pct(sse_direct[0], 95), 3),
                 "sse_event_delay_added_p99_ms": round(pct(delays, 99) - pct(sse_direct[1], 99), 3),
                 "sse_frames": sorted(set(frames)),
             }
-        print(
-            f"direct: p50 {pct(base_direct, 50):.3f} ms, p99 {pct(base_direct, 99):.3f} ms; "
-            f"SSE TTFB p95 {pct(sse_direct[0], 95):.3f} ms, event delay p99 {pct(sse_direct[1], 99):.3f} ms"
-        )
+        print(f"direct SSE TTFB p95 {pct(sse_direct[0], 95):.3f} ms, event delay p99 {pct(sse_direct[1], 99):.3f} ms")
         print(json.dumps(results, indent=2))
-        best = max(results, key=lambda k: (results[k]["throughput_ratio"], -results[k]["added_p50_ms"]))
-        print(f"faster server for the gateway: {best}")
+        best = min(results, key=lambda k: results[k]["server_cpu_us_per_invoke"])
+        print(f"cheaper server per relayed call (CPU per invoke): {best}")
     finally:
         for proc in reversed(procs):
             if proc is not None and proc.poll() is None:

@@ -24,7 +24,7 @@ def upstream_client() -> httpx.AsyncClient:
         limits = httpx.Limits(
             max_connections=settings.EULER_GATEWAY_MAX_CONNECTIONS,
             max_keepalive_connections=settings.EULER_GATEWAY_MAX_KEEPALIVE,
-            keepalive_expiry=30,
+            keepalive_expiry=settings.EULER_GATEWAY_KEEPALIVE_EXPIRY,
         )
         found = ssrf.pinned_client(limits=limits)
         _clients[key] = found

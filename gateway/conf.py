@@ -5,6 +5,9 @@ from euler.env import env_float, env_int
 # Connections the shared upstream client may hold open at once (streams included).
 EULER_GATEWAY_MAX_CONNECTIONS = env_int("EULER_GATEWAY_MAX_CONNECTIONS", 2048, minimum=1)
 EULER_GATEWAY_MAX_KEEPALIVE = env_int("EULER_GATEWAY_MAX_KEEPALIVE", 512, minimum=0)
+# Idle upstream connections are dropped after this many seconds: below the 5 s keep-alive of
+# uvicorn/gunicorn, so the gateway rarely reuses a connection that the agent is closing.
+EULER_GATEWAY_KEEPALIVE_EXPIRY = env_float("EULER_GATEWAY_KEEPALIVE_EXPIRY", 4.0, minimum=0)
 # Seconds a routing table (agent config + instance health) is reused before reloading.
 EULER_GATEWAY_ROUTE_TTL = env_float("EULER_GATEWAY_ROUTE_TTL", 2.0, minimum=0)
 # Seconds an API key lookup is reused in process memory (a revoked key stops within this).

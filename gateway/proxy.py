@@ -40,6 +40,7 @@ DROP_REQUEST = HOP_BY_HOP | {"host", "cookie", "x-euler-api-key", "content-lengt
 DROP_RESPONSE = HOP_BY_HOP | {"set-cookie", "server", "date"}  # upstream cookies must not land on Euler's domain
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 STREAM_BODY_OVER = 1 << 20  # bodies up to 1 MiB are sent as bytes, so a failover can resend them
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 SAFE_PATH = "/:@!$&'()*+,;=-._~"
 
 
@@ -158,6 +159,14 @@ async def invoke(request, name: str, path: str = ""):
             failure = _connect_failure(exc)
             if not isinstance(content, bytes):
                 break  # a streamed body cannot be sent twice
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            # Most often a kept-alive connection that the agent closed at the same moment: nothing
+            # was processed, so an idempotent call with a resendable body goes to the next instance.
+            routes.report(upstream.id, ok=False)
+            failure = EulerError(f"The agent's connection failed: {type(exc).__name__}.", code="upstream_error")
+            failure.status_code = 502
+            if request.method not in IDEMPOTENT or not isinstance(content, bytes):
+                break
         except httpx.TimeoutException:
             routes.report(upstream.id, ok=False)
             failure = EulerError("The agent did not answer in time.", code="upstream_timeout")
