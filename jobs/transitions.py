@@ -75,7 +75,7 @@ def broadcast_on_commit(job_id: int, state: str) -> None:
 
 
 def lock(job_id: int, *, project=None) -> Job | None:
-    qs = Job.objects.select_for_update().filter(pk=job_id)
+    qs = Job.objects.select_for_update().filter(pk=job_id).defer("env")  # env is decrypted only for a node
     if project is not None:
         qs = qs.filter(project=project)
     return qs.first()
