@@ -19,6 +19,7 @@ class Upstream:
         self.name = name
         self.hits = 0
         self.health_status = 200
+        self.fail_status = 0  # when set, every call but /health answers this status
         self.stream_closed = threading.Event()
         self.last_headers: dict[str, str] = {}
 
@@ -39,7 +40,9 @@ class Upstream:
             return
         self.hits += 1
         self.last_headers = headers
-        if path.startswith("/status/"):
+        if self.fail_status:
+            await _reply(send, self.fail_status, b"failing")
+        elif path.startswith("/status/"):
             await _reply(send, int(path.rsplit("/", 1)[1]), b"status")
         elif path == "/sse":
             await self._sse(send, int(query.get("n", ["20"])[0]), float(query.get("gap", ["0.05"])[0]))
