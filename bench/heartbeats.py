@@ -196,6 +196,24 @@ async def closed_loop(url: str, creds: list[str], clients: int, duration: float,
     }
 
 
+async def warm_up(url: str, creds: list[str], rounds: int, clients: int = 32) -> None:
+    """Each node beats `rounds` times, unmeasured, so that every web process has seen it (the steady state:
+    the first heartbeat a process sees from a node authenticates it fully)."""
+    parts = urlsplit(url)
+    host, port = parts.hostname, parts.port or 80
+    reqs = [request_bytes(f"{host}:{port}", c) for c in creds] * rounds
+
+    async def client(i: int) -> None:
+        conn = Conn(host, port)
+        for raw in reqs[i::clients]:
+            try:
+                await conn.send(raw)
+            except (OSError, asyncio.IncompleteReadError, ConnectionError):
+                conn.writer = None
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -203,13 +221,13 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p / 100 * len(values)))]
 
 
-def start_server(workers: int) -> tuple[subprocess.Popen, str]:
+def start_server(workers: int, app: str = "euler.asgi:application") -> tuple[subprocess.Popen, str]:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    argv = [sys.executable, "-m", "uvicorn", "euler.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+    argv = [sys.executable, "-m", "uvicorn", app, "--app-dir", str(REPO), "--host", "127.0.0.1", "--port", str(port),
             "--no-access-log", "--log-level", "warning", "--workers", str(workers), "--loop", "uvloop", "--http", "httptools"]  # fmt: skip
     from django.conf import settings
 
@@ -240,6 +258,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--connections", type=int, default=128, help="client connections (open loop)")
     ap.add_argument("--closed", type=int, default=0, metavar="C", help="closed loop with C clients instead")
+    ap.add_argument("--warm-up", type=int, default=3, metavar="R", help="unmeasured heartbeats per node first")
+    ap.add_argument("--no-hooks", action="store_true", help="serve without the other apps' heartbeat hooks")
     ap.add_argument("--calibrate", action="store_true", help="closed loop against GET /healthz (a no-op view) too")
     args = ap.parse_args()
 
@@ -249,7 +269,10 @@ def main() -> int:
     try:
         url = args.url
         if url is None:
-            proc, url = start_server(args.workers)
+            app = "bench.heartbeats_nohooks_asgi:application" if args.no_hooks else "euler.asgi:application"
+            proc, url = start_server(args.workers, app)
+        if args.warm_up:
+            asyncio.run(warm_up(url, creds, args.warm_up))
         if args.closed:
             mode = f"closed loop, {args.closed} clients"
             result = asyncio.run(closed_loop(url, creds, args.closed, args.duration))
@@ -264,7 +287,8 @@ def main() -> int:
             proc.wait(timeout=15)
         drop_nodes()
     lat = result["latencies"]
-    print(f"heartbeats: {args.nodes} nodes, interval {args.interval:g} s, {args.duration:g} s, {mode}")
+    hooks = " (no hooks)" if args.no_hooks else ""
+    print(f"heartbeats{hooks}: {args.nodes} nodes, interval {args.interval:g} s, {args.duration:g} s, {mode}")
     print(f"  sent {result['sent']}, ok {result['ok']}, errors {result['errors'] or 0}")
     print(f"  sustained {result['ok'] / result['elapsed']:.0f} heartbeats/s")
     if lat:

@@ -9,6 +9,7 @@ the agent with exit code 78 so that systemd does not restart it in a loop.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import sys
@@ -261,8 +262,9 @@ class Daemon:
 
 
 def main(env=None) -> int:
-    level = ((env or {}).get("EULER_LOG_LEVEL") or __import__("os").environ.get("EULER_LOG_LEVEL") or "INFO").upper()
+    level = ((env or os.environ).get("EULER_LOG_LEVEL") or "INFO").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the state changes
     try:
         config = load(env)
     except ConfigError as exc:
