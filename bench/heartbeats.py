@@ -289,7 +289,8 @@ def main() -> int:
     lat = result["latencies"]
     hooks = " (no hooks)" if args.no_hooks else ""
     print(f"heartbeats{hooks}: {args.nodes} nodes, interval {args.interval:g} s, {args.duration:g} s, {mode}")
-    print(f"  sent {result['sent']}, ok {result['ok']}, errors {result['errors'] or 0}")
+    unfinished = result["sent"] - result["ok"] - sum(result["errors"].values())
+    print(f"  sent {result['sent']}, ok {result['ok']}, errors {result['errors'] or 0}, unanswered {unfinished}")
     print(f"  sustained {result['ok'] / result['elapsed']:.0f} heartbeats/s")
     if lat:
         print(
