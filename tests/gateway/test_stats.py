@@ -87,3 +87,14 @@ def test_records_of_a_deleted_agent_are_dropped_not_fatal(agent):
     agent.delete()
     assert recorder.flush() == 0
     assert recorder.pending() == 0
+
+
+def test_old_invocation_records_are_pruned(agent):
+    from gateway.models import Invocation
+    from gateway.tasks import prune_invocations
+
+    record(agent, None, 200, 1.0, age=timedelta(days=40))
+    record(agent, None, 200, 1.0)
+    recorder.flush()
+    assert prune_invocations() == 1
+    assert Invocation.objects.count() == 1
