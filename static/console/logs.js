@@ -3,7 +3,8 @@
    The websocket /ws/jobs/{id}/logs/ sends the backlog of the latest attempt, then live chunks:
    {"type": "log", "attempt": N, "seq": S, "stream": "stdout"|"stderr", "data": "..."},
    {"type": "attempt", "attempt": N} when a retry starts, {"type": "end", "state": ...} when the job ends.
-   After a dropped connection it reconnects with ?after_seq=<last seq shown>, so nothing repeats or goes missing. */
+   After a dropped connection it reconnects with ?after_seq=<last seq shown>&attempt=<its attempt>, so nothing
+   repeats or goes missing. */
 (function () {
   "use strict";
   var view = document.getElementById("log-view");
@@ -14,6 +15,7 @@
   var paused = false;
   var held = [];
   var lastSeq = -1; // of the attempt being shown
+  var lastAttempt = null;
   var currentAttemptNumber = null;
   var ended = false;
   var retries = 0;
@@ -26,7 +28,7 @@
   function socketUrl() {
     var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
     var url = scheme + "//" + window.location.host + view.dataset.ws;
-    if (lastSeq >= 0) url += "?after_seq=" + lastSeq;
+    if (lastSeq >= 0) url += "?after_seq=" + lastSeq + "&attempt=" + lastAttempt;
     return url;
   }
 
@@ -53,6 +55,10 @@
   }
 
   function accept(chunk) {
+    if (chunk.attempt !== lastAttempt) {
+      lastAttempt = chunk.attempt; // a retry's log starts over at seq 0
+      lastSeq = -1;
+    }
     if (chunk.seq <= lastSeq) return; // already shown (a replay after a reconnect)
     lastSeq = chunk.seq;
     if (paused) held.push(chunk);
@@ -71,7 +77,8 @@
       if (m.type === "log") {
         accept(m);
       } else if (m.type === "attempt") {
-        lastSeq = -1; // a retry: its log starts over
+        lastAttempt = m.attempt; // a retry: its log starts over
+        lastSeq = -1;
       } else if (m.type === "end") {
         ended = true;
         status("ended");
