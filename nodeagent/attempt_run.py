@@ -37,6 +37,7 @@ class AttemptRun:
             spool_dir=self.ex.spool_dir,
             send=self._send_logs,
             max_spool_bytes=self.ex.max_spool_bytes,
+            flush_seconds=self.ex.log_flush_seconds,
         )
 
     # --- called from other threads ---------------------------------------------------------------
@@ -131,7 +132,7 @@ class AttemptRun:
             if self.stale:
                 raise Stale("stale_attempt")
             self.shipper.ship()
-            self._reader_done.wait(LOOP_SECONDS)
+            self._wait_for_output()
         final = runner.inspect(cid)
         self.exit_code = final.exit_code if final else None
         self.state = "exited"
@@ -146,6 +147,16 @@ class AttemptRun:
             reason = "exited"
         self._end(reason=reason, exit_code=self.exit_code)
         runner.remove(cid)
+
+    def _wait_for_output(self) -> None:
+        """Sleep until output may be shipped (at once when it arrives after a quiet spell), at most LOOP_SECONDS."""
+        due = self.shipper.due_in()
+        if due is None:
+            self.shipper.wakeup.wait(LOOP_SECONDS)
+            self.shipper.wakeup.clear()
+            due = self.shipper.due_in()
+        if due:
+            time.sleep(min(due, LOOP_SECONDS))
 
     def _read_logs(self, cid: str) -> None:
         try:
@@ -164,6 +175,7 @@ class AttemptRun:
             if not self.ex.closing.is_set():
                 self.shipper.finish()
             self._reader_done.set()
+            self.shipper.wakeup.set()
 
     def _drain_logs(self) -> None:
         delay = 0.05

@@ -43,6 +43,7 @@ class Executor:
         self.runner = runner or DockerRunner()
         # SIGTERM → this many seconds → SIGKILL when stopping a container (cancel, timeout, fencing).
         self.stop_grace = stop_grace if stop_grace is not None else int(os.environ.get("EULER_AGENT_STOP_GRACE", "10"))
+        self.log_flush_seconds = float(os.environ.get("EULER_AGENT_LOG_FLUSH_SECONDS", "0.2"))
         self.max_spool_bytes = max_spool_bytes or int(
             os.environ.get("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES)
         )

@@ -77,6 +77,7 @@ class LogShipper:
         self._next_retry = 0.0
         self._backoff = 0.0
         self.stale = False
+        self.wakeup = threading.Event()  # set when output arrives, so the shipping loop need not poll
         self.acked_seq, self.acked_end = self._load_ack()
         self._load_spool()
         last = self._queue[-1] if self._queue else None
@@ -138,6 +139,16 @@ class LogShipper:
             self._pending += data
             while len(self._pending) >= CHUNK_BYTES:
                 self._seal(force=False, limit=CHUNK_BYTES)
+        self.wakeup.set()
+
+    def due_in(self) -> float | None:
+        """Seconds until waiting output may be sealed into a chunk (0: now), None when nothing waits."""
+        with self._lock:
+            if self._queue and self.clock() >= self._next_retry:
+                return 0.0
+            if not self._pending:
+                return None
+            return max(0.0, self._last_seal + self.flush_seconds - self.clock())
 
     def finish(self) -> None:
         """The container's output ended: seal what is left, even a torn UTF-8 sequence."""
