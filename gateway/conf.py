@@ -20,7 +20,7 @@ EULER_GATEWAY_FLUSH_INTERVAL = env_float("EULER_GATEWAY_FLUSH_INTERVAL", 1.0, mi
 EULER_GATEWAY_FLUSH_SIZE = env_int("EULER_GATEWAY_FLUSH_SIZE", 500, minimum=1)
 EULER_GATEWAY_BUFFER_MAX = env_int("EULER_GATEWAY_BUFFER_MAX", 100_000, minimum=100)
 
-# Invocation records older than this are deleted by a daily beat task (stats reach back 7 days).
+# Invocation records older than this are deleted by an hourly beat task (stats reach back 7 days).
 EULER_GATEWAY_RETENTION_DAYS = env_int("EULER_GATEWAY_RETENTION_DAYS", 30, minimum=7)
 
 BEAT_SCHEDULE: dict = {

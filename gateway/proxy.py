@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from agents import ssrf
-from euler.errors import EulerError, NotFound, QuotaExceeded
+from euler.errors import EulerError, InvalidInput, NotFound, QuotaExceeded
 from gateway import auth, quota, recorder, routes
 from gateway.client import upstream_client
 
@@ -144,15 +144,20 @@ async def invoke(request, name: str, path: str = ""):
     tried: set[int] = set()
     failure: EulerError | None = None
     upstream = response = None
+    last_id = None
     while response is None:
         upstream = routes.choose(route, tried)
         if upstream is None:
             break
         tried.add(upstream.id)
+        last_id = upstream.id
         url = f"{upstream.base_url}/{target_path}" + (f"?{query}" if query else "")
         sent_at = time.perf_counter()
         try:
             outgoing = client.build_request(request.method, url, headers=headers, content=content, timeout=timeout)
+        except httpx.InvalidURL:
+            return _error(InvalidInput("The invoke path does not make a valid URL.", code="invalid_path"), request_id)
+        try:
             response = await client.send(outgoing, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             routes.report(upstream.id, ok=False)
@@ -184,7 +189,7 @@ async def invoke(request, name: str, path: str = ""):
             failure.status_code = 503
         _record(
             route,
-            upstream.id if upstream else None,
+            last_id,
             request,
             path,
             failure.status_code,
