@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import IN_CI
 from tests.e2e.conftest import platform_factory, pytest_runtest_makereport  # noqa: F401 - fixtures for the log test
+from tests.quotas.test_oidc_login import oidc, provider  # noqa: F401 - a real OIDC provider process
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

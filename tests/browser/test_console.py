@@ -266,3 +266,29 @@ def test_a_key_can_be_created_with_the_keyboard_alone(site, new_page, olivia):
     page.keyboard.press("Enter")
     expect(page.locator("[data-once-secret]")).to_contain_text("euler_pk_")
     expect(page.locator("[data-once-output]")).to_be_focused()
+
+
+def test_an_invitation_link_survives_the_oidc_sign_in(site, new_page, olivia, oidc):
+    """A newcomer opens the link, signs in with the provider (first login), lands back on it and joins."""
+    import httpx as client
+
+    from quotas.invitations import invitation_create
+    from quotas.models import Membership
+
+    client.put(f"{oidc}/users/erin-sub", json={"email": "erin@example.com", "preferred_username": "erin"})
+    link = invitation_create(project=olivia.memberships.get().project).url
+    path = link[link.index("/join/") :]
+    page = new_page()
+    page.goto(site + path)
+    page.get_by_role("link", name="Sign in to join").click()
+    oidc_button = page.locator("#oidc-login")
+    expect(oidc_button).to_have_text("E时代通行证")
+    expect(page.get_by_label("Password")).to_have_count(0)
+    shot(page, "login-oidc")
+    oidc_button.click()
+    page.locator("input[name=sub]").fill("erin-sub")
+    page.locator("form [type=submit]").first.click()
+    page.wait_for_url(f"{site}{path}")
+    page.get_by_role("button", name="Join the project").click()
+    expect(page.get_by_role("status")).to_contain_text("You joined alpha.")
+    assert Membership.objects.filter(user__username="erin", project__name="alpha").exists()
