@@ -2,7 +2,7 @@
 
 Messages: `{"type": "log", "attempt": N, "seq": S, "stream": "stdout"|"stderr", "data": "..."}` in seq order,
 each seq once; `{"type": "attempt", "attempt": N}` when a retry starts a new attempt; `{"type": "end",
-"state": ...}` when the job ends (then the server closes). `?after_seq=S` resumes after a reconnect.
+"state": ...}` when the job ends (then the server closes). `?after_seq=S&attempt=N` resumes after a reconnect.
 The database is the source of truth: a live message that skips a seq makes the consumer read the gap.
 """
 
@@ -81,12 +81,17 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
             await self._end(state)
 
     def _after_seq(self) -> int:
-        query = self.scope.get("query_string", b"").decode("latin-1")
-        for part in query.split("&"):
-            name, _, value = part.partition("=")
-            if name == "after_seq" and value.lstrip("-").isdigit():
-                return max(int(value), -1)
-        return -1
+        """`?after_seq=S` (with `&attempt=N`, the attempt S belongs to): resume after a reconnect."""
+        from urllib.parse import parse_qs
+
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        after = (query.get("after_seq") or [""])[0]
+        attempt = (query.get("attempt") or [""])[0]
+        if not after.lstrip("-").isdigit():
+            return -1
+        if attempt and (not attempt.isdigit() or int(attempt) != self.attempt_number):
+            return -1  # a retry started while the client was away: the new attempt's log from its start
+        return max(int(after), -1)
 
     async def disconnect(self, code):
         if self.group is not None:

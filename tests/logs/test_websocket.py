@@ -104,6 +104,23 @@ async def test_a_reconnect_resumes_after_the_last_seq(api_key, running):
     await ws.disconnect()
 
 
+async def test_a_reconnect_naming_an_older_attempt_gets_the_latest_attempt_from_its_start(
+    api_key, running, make_job, project, node_and_credential
+):
+    job, _ = running
+    _, second = await sync_to_async(make_job)(project, node_and_credential[0], job=job, number=2)
+    await sync_to_async(add)(second, 0, "retry 0\n")
+    ws = socket(job, api_key, "?after_seq=1&attempt=1")
+    await ws.connect()
+    got = await ws.receive_json_from(timeout=10)
+    assert (got["attempt"], got["seq"], got["data"]) == (2, 0, "retry 0\n")
+    await ws.disconnect()
+    ws = socket(job, api_key, "?after_seq=0&attempt=2")
+    await ws.connect()
+    assert await ws.receive_nothing(timeout=0.3)
+    await ws.disconnect()
+
+
 async def test_a_retry_switches_to_the_new_attempts_log(api_key, running, make_job, project, node_and_credential):
     job, first = running
     ws = socket(job, api_key)
