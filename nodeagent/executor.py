@@ -22,6 +22,20 @@ from nodeagent.logship import DEFAULT_SPOOL_BYTES
 REAP_EVERY_SECONDS = 30.0
 
 
+def env_number(name: str, default: float, minimum: float, maximum: float) -> float:
+    """A number from the environment; a bad value stops the agent with a message naming the variable."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be between {minimum:g} and {maximum:g}, got {raw!r}")
+    return value
+
+
 class Executor:
     def __init__(
         self,
@@ -42,10 +56,12 @@ class Executor:
         self.log = logger or logging.getLogger("euler.nodeagent.executor")
         self.runner = runner or DockerRunner()
         # SIGTERM → this many seconds → SIGKILL when stopping a container (cancel, timeout, fencing).
-        self.stop_grace = stop_grace if stop_grace is not None else int(os.environ.get("EULER_AGENT_STOP_GRACE", "10"))
-        self.log_flush_seconds = float(os.environ.get("EULER_AGENT_LOG_FLUSH_SECONDS", "0.2"))
+        self.stop_grace = (
+            stop_grace if stop_grace is not None else int(env_number("EULER_AGENT_STOP_GRACE", 10, 0, 3600))
+        )
+        self.log_flush_seconds = env_number("EULER_AGENT_LOG_FLUSH_SECONDS", 0.2, 0.01, 10)
         self.max_spool_bytes = max_spool_bytes or int(
-            os.environ.get("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES)
+            env_number("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES, 1 << 20, 1 << 40)
         )
         self.records_dir = self.state_dir / "attempts"
         self.spool_dir = self.state_dir / "logs"
