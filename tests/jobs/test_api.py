@@ -140,3 +140,15 @@ def test_retry_requeues_an_ended_job_and_refuses_an_active_one(api, submit):
     assert r.status_code == 200 and r.json()["state"] == "queued"
     moves = list(JobEvent.objects.filter(job_id=job["id"]).values_list("from_state", "to_state"))
     assert moves == [("", "queued"), ("queued", "cancelled"), ("cancelled", "queued")]
+
+
+def test_the_admin_shows_a_job_without_its_env_and_cancels_through_the_service(submit, make_user, client):
+    job = submit(env={"TOKEN": "admin-must-not-see"})
+    client.force_login(make_user("root", staff=True))
+    page = client.get(f"/admin/jobs/job/{job['id']}/change/")
+    assert page.status_code == 200
+    assert "admin-must-not-see" not in page.content.decode()
+    r = client.post("/admin/jobs/job/", {"action": "cancel", "_selected_action": [job["id"]]})
+    assert r.status_code == 302
+    assert Job.objects.get(pk=job["id"]).state == "cancelled"
+    assert client.get("/admin/jobs/job/").status_code == 200

@@ -1,0 +1,72 @@
+"""Operators' view of jobs: read-only rows (env never shown), cancel and retry through jobs.services."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from euler.errors import EulerError
+from jobs import services
+from jobs.models import Attempt, Job, JobEvent
+
+_JOB_FIELDS = [
+    "project", "name", "state", "image", "command", "has_env", "cpu_milli", "memory_bytes", "gpu_count",
+    "timeout_seconds", "region", "node_selector", "max_retries", "retry_on", "pool", "min_trust",
+    "current_attempt", "retries_used", "not_before", "pending_reason", "exit_code", "reason", "created_by",
+    "created_at", "queued_at", "updated_at", "ended_at",
+]  # fmt: skip
+_ATTEMPT_FIELDS = [
+    "number", "node_name", "state", "exit_code", "reason", "message", "gpu_uuids", "cpu_milli", "memory_bytes",
+    "created_at", "started_at", "ended_at", "deadline_at", "stop_reason", "log_bytes", "log_truncated",
+]  # fmt: skip
+
+
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    extra = 0
+    can_delete = False
+    fields = _ATTEMPT_FIELDS
+    readonly_fields = _ATTEMPT_FIELDS
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "from_state", "to_state", "reason", "message", "attempt"]
+    readonly_fields = fields
+
+
+def _each(request, queryset, operation, verb: str) -> None:
+    done = 0
+    for job in queryset:
+        try:
+            operation(job_id=job.pk, project=job.project, by=request.user)
+            done += 1
+        except EulerError as exc:
+            messages.warning(request, f"job {job.pk}: {exc.message}")
+    messages.info(request, f"{verb} {done} job(s).")
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "project", "state", "image", "gpu_count", "created_at", "ended_at"]
+    list_filter = ["state", "pool", "min_trust"]
+    search_fields = ["name", "image", "project__name"]
+    fields = _JOB_FIELDS  # env is write-only: not a field here
+    readonly_fields = _JOB_FIELDS
+    inlines = [AttemptInline, JobEventInline]
+    actions = ["cancel", "retry"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("env")
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Cancel the selected jobs")
+    def cancel(self, request, queryset):
+        _each(request, queryset, services.job_cancel, "Cancelled")
+
+    @admin.action(description="Retry the selected ended jobs")
+    def retry(self, request, queryset):
+        _each(request, queryset, services.job_retry, "Requeued")
