@@ -74,49 +74,42 @@ def poll_provider(node) -> tuple[list[protocol.Assignment], list[protocol.Comman
 
 
 def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
-    """Stop containers the node runs for attempts that are not current (or must stop); settle stops done."""
+    """Stop containers the node runs for attempts that are not current (or must stop); settle the attempts
+    whose containers the node no longer lists. At most two indexed queries per heartbeat."""
     from jobs import attempts
 
     now = timezone.now()
     listed = {r.attempt_id for r in hb.running}
-    rows = {
-        row["pk"]: row
-        for row in Attempt.objects.filter(pk__in=listed).values(
-            "pk", "node_id", "state", "stop_reason", "job__current_attempt_id"
-        )
-    }
     commands = []
-    for attempt_id in sorted(listed):
-        row = rows.get(attempt_id)
-        current = (
-            row is not None
-            and row["node_id"] == node.pk
-            and row["job__current_attempt_id"] == attempt_id
-            and row["state"] in ATTEMPT_ACTIVE
-        )
-        if not current or row["stop_reason"]:
-            reason = (row or {}).get("stop_reason") or "stale_attempt"
-            commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
-    # A stop was sent a while ago and the node no longer lists the container: it is gone.
-    done = (
-        Attempt.objects.filter(node=node, state__in=ATTEMPT_ACTIVE, stop_sent_at__lt=now - timedelta(seconds=2))
-        .exclude(stop_reason="")
+    if listed:
+        rows = {
+            row["pk"]: row
+            for row in Attempt.objects.filter(pk__in=listed).values(
+                "pk", "node_id", "state", "stop_reason", "job__current_attempt_id"
+            )
+        }
+        for attempt_id in sorted(listed):
+            row = rows.get(attempt_id)
+            current = (
+                row is not None
+                and row["node_id"] == node.pk
+                and row["job__current_attempt_id"] == attempt_id
+                and row["state"] in ATTEMPT_ACTIVE
+            )
+            if not current or row["stop_reason"]:
+                reason = (row or {}).get("stop_reason") or "stale_attempt"
+                commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
+    stopped_before = now - timedelta(seconds=2)
+    started_before = now - timedelta(seconds=settings.EULER_JOB_MISSING_GRACE)
+    unlisted = (
+        Attempt.objects.filter(node=node, state__in=ATTEMPT_ACTIVE)
         .exclude(pk__in=listed)
-        .values_list("pk", flat=True)
+        .values_list("pk", "state", "stop_reason", "stop_sent_at", "started_at")
     )
-    for attempt_id in list(done):
-        attempts.attempt_gone(attempt_id=attempt_id, now=now)
-    # Running here for a while, yet the node does not list it (an agent restart found no container): lost.
-    missing = (
-        Attempt.objects.filter(
-            node=node,
-            state=AttemptState.RUNNING,
-            stop_reason="",
-            started_at__lt=now - timedelta(seconds=settings.EULER_JOB_MISSING_GRACE),
-        )
-        .exclude(pk__in=listed)
-        .values_list("pk", flat=True)
-    )
-    for attempt_id in list(missing):
-        attempts.attempt_missing(attempt_id=attempt_id, now=now)
+    for attempt_id, state, stop_reason, stop_sent_at, started_at in list(unlisted):
+        if stop_reason and stop_sent_at is not None and stop_sent_at < stopped_before:
+            attempts.attempt_gone(attempt_id=attempt_id, now=now)  # stopped as asked
+        elif not stop_reason and state == AttemptState.RUNNING and started_at and started_at < started_before:
+            # Running here for a while, yet the node does not list it (a restart found no container): lost.
+            attempts.attempt_missing(attempt_id=attempt_id, now=now)
     return commands
