@@ -105,7 +105,7 @@ def agent_detail(request, name: str):
         "windows": list(WINDOWS),
         "charts": charts,
         "totals": totals,
-        "invoke_path": f"/api/v1/agents/{agent.name}/invoke/",
+        "invoke_url": request.build_absolute_uri(f"/api/v1/agents/{agent.name}/invoke/"),
         "titles": {
             "calls": _("Calls"),
             "success": _("Success rate (%)"),

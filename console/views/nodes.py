@@ -12,10 +12,7 @@ from euler.errors import EulerError
 
 @project_page
 def nodes(request):
-    context = {
-        "nodes": sources.nodes_for(request.project),
-        "trust_choices": [("untrusted", "untrusted"), ("community", "community")],
-    }
+    context = {"nodes": sources.nodes_for(request.project)}
     if request.method == "POST" and context["nodes"] is not None:
         from nodes import services
 
