@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
@@ -56,8 +57,6 @@ def join(request, token: str):
         context["problem"] = _("This invitation link is not valid.")
         return no_store(render(request, "console/join.html", context, status=404))
     context["invitation"] = invitation
-    from django.utils import timezone
-
     state = invitation.state(timezone.now())
     if state != "open":
         context["problem"] = _CLOSED_TEXT[f"invitation_{state}"]()

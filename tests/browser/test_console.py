@@ -11,6 +11,12 @@ from tests.browser.conftest import shot, sign_in
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+# Every form control has a label (or an aria-label): the console is usable with a screen reader.
+UNLABELLED = """() => Array.from(document.querySelectorAll('input:not([type=hidden]), select, textarea'))
+  .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.getAttribute('aria-labelledby'))
+  .map(el => el.name || el.id)"""
+
+
 def in_thread(fn):
     """Run fn outside this thread, whose event loop belongs to Playwright's sync API."""
     from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +86,7 @@ def test_it_signs_in_and_shows_every_page(site, new_page, olivia, project):
     ]:
         page.goto(site + path)
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+        assert page.evaluate(UNLABELLED) == [], f"inputs without a label on {path}"
         shot(page, name)
     page.goto(site + "/usage/")
     assert page.locator("figure.chart svg").count() >= 2
