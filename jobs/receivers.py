@@ -15,9 +15,6 @@ def on_node_offline(sender, node_id: int, **kwargs) -> None:
 
 
 def on_node_available(sender, node_id: int, **kwargs) -> None:
-    from jobs import tasks
+    from jobs.scheduling import cycle
 
-    try:
-        tasks.schedule.delay()
-    except Exception as exc:  # noqa: BLE001 - beat runs a pass every few seconds anyway
-        log.warning("scheduling pass not requested: %s", type(exc).__name__)
+    cycle.request_pass()

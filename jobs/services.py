@@ -17,16 +17,9 @@ log = logging.getLogger(__name__)
 
 def schedule_on_commit() -> None:
     """Ask for a scheduling pass once the current transaction commits (beat catches up if this is lost)."""
+    from jobs.scheduling import cycle
 
-    def fire() -> None:
-        from jobs import tasks
-
-        try:
-            tasks.schedule.delay()
-        except Exception as exc:  # noqa: BLE001 - the broker being down only delays placement to the next beat
-            log.warning("scheduling pass not requested: %s", type(exc).__name__)
-
-    transaction.on_commit(fire)
+    transaction.on_commit(cycle.request_pass)
 
 
 def wake_on_commit(node_id: int | None) -> None:

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 ADVISORY_KEY = 0x45554C45_4A4F4253 & 0x7FFFFFFFFFFFFFFF  # "EULEJOBS"
 REDIS_LOCK = "euler:jobs:scheduler:lock"
 REDIS_DIRTY = "euler:jobs:scheduler:dirty"
+REDIS_REQUESTED = "euler:jobs:scheduler:requested"  # a schedule task is queued and has not started yet
 
 
 @dataclass
@@ -262,6 +263,29 @@ def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassSt
             return stats
 
 
+def request_pass() -> None:
+    """Ask for a pass: mark the queue dirty, and enqueue a task unless one is queued and not yet started.
+
+    A burst of submits thus costs one Celery task, not one each; a pass already running sees the flag
+    and goes again. Never raises: beat runs a pass every few seconds anyway.
+    """
+    from jobs import tasks
+
+    try:
+        from euler.redis import client
+
+        r = client()
+        r.set(REDIS_DIRTY, 1)
+        if not r.set(REDIS_REQUESTED, 1, nx=True, ex=30):
+            return
+    except Exception as exc:  # noqa: BLE001 - without Redis, enqueue anyway
+        log.warning("scheduler flags unavailable: %s", type(exc).__name__)
+    try:
+        tasks.schedule.delay()
+    except Exception as exc:  # noqa: BLE001 - the broker being down only delays placement to the next beat
+        log.warning("scheduling pass not requested: %s", type(exc).__name__)
+
+
 def run(*, now: datetime | None = None) -> PassStats:
     """Run passes until nobody asked for another; returns at once when another process holds the pass."""
     import redis
@@ -271,6 +295,7 @@ def run(*, now: datetime | None = None) -> PassStats:
     stats = PassStats()
     try:
         r = client()
+        r.delete(REDIS_REQUESTED)  # from here on, a new request enqueues a new task (see request_pass)
         r.set(REDIS_DIRTY, 1)
         while True:
             lock = r.lock(REDIS_LOCK, timeout=120, blocking=False)

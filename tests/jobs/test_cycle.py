@@ -13,9 +13,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _clean_lock():
-    client().delete(cycle.REDIS_LOCK, cycle.REDIS_DIRTY)
+    client().delete(cycle.REDIS_LOCK, cycle.REDIS_DIRTY, cycle.REDIS_REQUESTED)
     yield
-    client().delete(cycle.REDIS_LOCK, cycle.REDIS_DIRTY)
+    client().delete(cycle.REDIS_LOCK, cycle.REDIS_DIRTY, cycle.REDIS_REQUESTED)
 
 
 def test_a_pass_asked_for_while_another_runs_is_left_to_the_holder(submit, make_node):
@@ -83,3 +83,24 @@ def test_a_placement_wakes_the_node_after_commit(submit, make_node, schedule, dj
     msg = pubsub.get_message(timeout=2)
     pubsub.close()
     assert msg is not None and msg["type"] == "message"
+
+
+def test_a_burst_of_requests_enqueues_one_task_until_it_starts(monkeypatch):
+    from jobs import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.schedule, "delay", lambda: sent.append(1))
+    for _ in range(5):
+        cycle.request_pass()
+    assert sent == [1]
+    assert client().exists(cycle.REDIS_DIRTY)
+    cycle.run()  # the task starts: later requests enqueue again
+    cycle.request_pass()
+    assert sent == [1, 1]
+
+
+def test_a_submit_places_the_job_once_its_transaction_commits(submit, make_node, django_capture_on_commit_callbacks):
+    make_node()
+    with django_capture_on_commit_callbacks(execute=True):
+        job = submit()
+    assert Job.objects.get(pk=job["id"]).state == "assigned"
