@@ -91,7 +91,7 @@ def main() -> None:
         try:
             from jobs.models import Attempt, Job
 
-            to_running, to_done = [], []
+            to_running, to_done, parts = [], [], {"assigned": [], "delivered": [], "running": []}
             for i in range(args.warmup + args.jobs):
                 t0 = time.time()
                 job_id = submit(http, ["echo", "hi"])
@@ -107,6 +107,9 @@ def main() -> None:
                 if i >= args.warmup:
                     to_running.append(attempt.started_at.timestamp() - t0)
                     to_done.append(job.ended_at.timestamp() - t0)
+                    parts["assigned"].append(attempt.created_at.timestamp() - t0)
+                    parts["delivered"].append((attempt.delivered_at or attempt.created_at).timestamp() - t0)
+                    parts["running"].append(attempt.started_at.timestamp() - t0)
             from django.db import connection
 
             print(f"job latency, {args.jobs} jobs one after another, one idle local node, {connection.vendor}")
@@ -115,6 +118,10 @@ def main() -> None:
                     f"  {label:<20} p50 {pct(values, 50) * 1000:7.0f} ms   p99 {pct(values, 99) * 1000:7.0f} ms"
                     f"   mean {statistics.mean(values) * 1000:6.0f} ms   max {max(values) * 1000:6.0f} ms"
                 )
+            print(
+                "  where the time goes (p50, from submit): "
+                + ", ".join(f"{k} {pct(v, 50) * 1000:.0f} ms" for k, v in parts.items())
+            )
         finally:
             platform.stop()
 

@@ -88,20 +88,17 @@ class AttemptRun:
         a = self.assignment
         runner = self.ex.runner
         self._save()
-        existing = runner.find_attempt(node_name=self.ex.node_name, attempt_id=self.attempt_id)
-        if existing is None:
-            if self._stop_requested.is_set():
-                self._end(reason=self.stop_reason or "cancelled", exit_code=None, message="stopped before start")
-                return False
-            try:
-                runner.ensure_image(a.image)
-                cid = runner.create_and_start(create_kwargs(a, node_name=self.ex.node_name))
-            except RunnerError as exc:
-                self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
-                self._end(reason=exc.reason, exit_code=None, message=exc.message)
-                return False
-        else:
-            cid = existing.container_id
+        if self._stop_requested.is_set():
+            self._end(reason=self.stop_reason or "cancelled", exit_code=None, message="stopped before start")
+            return False
+        try:
+            runner.ensure_image(a.image)
+            # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
+            cid = runner.create_and_start(create_kwargs(a, node_name=self.ex.node_name))
+        except RunnerError as exc:
+            self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
+            self._end(reason=exc.reason, exit_code=None, message=exc.message)
+            return False
         self.record["container_id"] = cid
         self.record["deadline"] = time.time() + a.timeout_seconds
         self._save()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 
@@ -90,7 +91,8 @@ class Euler:
         client = docker.from_env()
         for name in self.node_names:
             for c in client.containers.list(all=True, filters={"label": f"{protocol.LABEL_NODE}={name}"}):
-                c.remove(force=True)
+                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # the agent got there first
+                    c.remove(force=True)
 
 
 @pytest.fixture
