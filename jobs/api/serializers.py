@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from drf_spectacular.drainage import set_override
+from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
 from euler.api import StrictSerializer
@@ -36,10 +38,32 @@ class Checked(serializers.Field):
 
 
 class JobCreateSerializer(StrictSerializer):
+    """A job submission; unknown fields answer 400 unknown_field, container options 400 forbidden_option."""
+
     forbidden_fields = validation.FORBIDDEN_OPTIONS
 
     def get_fields(self):
-        return {key: Checked(check, default) for key, (check, default) in validation.FIELDS.items()}
+        fields = {}
+        for key, (check, default) in validation.FIELDS.items():
+            field = Checked(check, default)
+            set_override(field, "field", _OPENAPI.get(key, OpenApiTypes.STR))  # for the OpenAPI schema only
+            fields[key] = field
+        return fields
+
+
+_OPENAPI = {
+    "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+    "cpu_milli": OpenApiTypes.INT,
+    "memory_bytes": OpenApiTypes.INT,
+    "gpu_count": OpenApiTypes.INT,
+    "timeout_seconds": OpenApiTypes.INT,
+    "max_retries": OpenApiTypes.INT,
+    "env": {"type": "object", "additionalProperties": {"type": "string"}, "writeOnly": True},
+    "node_selector": {"type": "object", "additionalProperties": {"type": "string"}},
+    "retry_on": {"type": "array", "items": {"type": "string", "enum": ["lost", "failed", "timeout"]}},
+    "pool": {"type": "string", "enum": ["any", "own"]},
+    "min_trust": {"type": "string", "enum": ["community", "platform"]},
+}
 
 
 class AttemptSerializer(serializers.ModelSerializer):

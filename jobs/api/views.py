@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -17,12 +18,18 @@ def _user(request):
 
 
 class JobListCreateView(APIView):
+    @extend_schema(
+        operation_id="jobs_list",
+        parameters=[OpenApiParameter("state", str, description="comma-separated job states")],
+        responses=JobSerializer(many=True),
+    )
     def get(self, request):
         jobs = selectors.job_list(project=request_project(request), state=request.query_params.get("state"))
         paginator = Pagination()
         page = paginator.paginate_queryset(jobs, request, view=self)
         return paginator.get_paginated_response(JobSerializer(page, many=True).data)
 
+    @extend_schema(operation_id="jobs_create", request=JobCreateSerializer, responses={201: JobDetailSerializer})
     def post(self, request):
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -32,12 +39,14 @@ class JobListCreateView(APIView):
 
 
 class JobDetailView(APIView):
+    @extend_schema(operation_id="jobs_retrieve", responses=JobDetailSerializer)
     def get(self, request, job_id: int):
         job = selectors.job_get(project=request_project(request), job_id=job_id)
         return Response(JobDetailSerializer(job).data)
 
 
 class JobCancelView(APIView):
+    @extend_schema(operation_id="jobs_cancel", request=None, responses=JobDetailSerializer)
     def post(self, request, job_id: int):
         project = request_project(request)
         services.job_cancel(job_id=job_id, project=project, by=_user(request))
@@ -45,6 +54,7 @@ class JobCancelView(APIView):
 
 
 class JobRetryView(APIView):
+    @extend_schema(operation_id="jobs_retry", request=None, responses=JobDetailSerializer)
     def post(self, request, job_id: int):
         project = request_project(request)
         services.job_retry(job_id=job_id, project=project, by=_user(request))
