@@ -54,7 +54,9 @@ def job_cancel(*, job_id: int, project, by=None) -> Job:
     """Queued → cancelled at once; assigned/running → cancelled, and the node is told to stop the container."""
     job = _locked(job_id, project)
     attempt = job.current_attempt if job.state in ACTIVE else None
-    transitions.move(job, JobState.CANCELLED, attempt=attempt, why="cancelled", note="cancelled by user")
+    transitions.move(
+        job, JobState.CANCELLED, attempt=attempt, why="cancelled", note="cancelled by user", reason="cancelled"
+    )
     if attempt is not None:
         # The attempt keeps its resources until the node says the container is gone.
         Attempt.objects.filter(pk=attempt.pk, state__in=ATTEMPT_ACTIVE, stop_reason="").update(stop_reason="cancelled")

@@ -126,7 +126,7 @@ def test_another_projects_job_answers_404(api, other_api, submit):
 def test_cancel_of_a_queued_job_is_immediate_and_a_second_cancel_conflicts(api, submit):
     job = submit()
     r = api.post(f"/api/v1/jobs/{job['id']}/cancel")
-    assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    assert r.status_code == 200 and r.json()["state"] == "cancelled" and r.json()["reason"] == "cancelled"
     again = api.post(f"/api/v1/jobs/{job['id']}/cancel")
     assert again.status_code == 409 and again.json()["code"] == "invalid_transition"
 
