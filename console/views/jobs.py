@@ -43,7 +43,15 @@ def job_list(request):
     return render(
         request,
         "console/jobs.html",
-        {"jobs": list(jobs[:PAGE]), "states": JobState.choices, "state": state, "q": query, "filter_error": error},
+        {
+            "jobs": list(jobs[:PAGE]),
+            "total": jobs.count(),
+            "page_size": PAGE,
+            "states": JobState.choices,
+            "state": state,
+            "q": query,
+            "filter_error": error,
+        },
     )
 
 

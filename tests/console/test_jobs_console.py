@@ -88,3 +88,12 @@ def test_another_projects_job_is_404(signed_in, other_project):
     assert signed_in.post(f"/jobs/{theirs.pk}/cancel/").status_code == 404
     theirs.refresh_from_db()
     assert theirs.state == "queued"
+
+
+def test_the_list_says_when_it_shows_only_the_newest(signed_in, project, monkeypatch):
+    monkeypatch.setattr("console.views.jobs.PAGE", 1)
+    signed_in.post("/jobs/new/", FORM)
+    signed_in.post("/jobs/new/", {**FORM, "name": "newer"})
+    body = signed_in.get("/jobs/").content.decode()
+    assert ">newer</a>" in body and ">hello</a>" not in body
+    assert "The newest 1 of 2 jobs" in body
