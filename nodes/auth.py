@@ -61,12 +61,20 @@ class NodeRejected(EulerError):
     message = "This node was rejected by an operator."
 
 
-def authenticate_node(raw: str | None):
-    """The node behind a presented credential, or the 401 that says why not."""
+def authenticate_node(raw: str | None, *, who: str | None = None):
+    """The node behind a presented credential, or the 401 that says why not. With `who` (the client
+    address), failed guesses are counted and past EULER_AUTH_FAILURES_PER_MINUTE every try answers 429."""
+    from euler import ratelimit
+
     if raw is None:
         raise Unauthorized("Send the node credential as 'Authorization: Bearer euler_node_…'.", code="no_credential")
+    limit, window = ratelimit.auth_failure_limit()
+    if who is not None:
+        ratelimit.check("node", who, limit=limit, window=window)
     node = node_for_credential(raw)
     if node is None:
+        if who is not None:
+            ratelimit.spend("node", who, window=window)
         raise Unauthorized("The node credential is unknown or revoked.", code="invalid_node_credential")
     if node.approval == "rejected":
         raise NodeRejected()

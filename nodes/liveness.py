@@ -83,7 +83,9 @@ def _heartbeat_fields(hb: protocol.Heartbeat, now) -> dict:
     }
 
 
-def heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]) -> protocol.HeartbeatReply:
+def heartbeat(
+    *, raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None = None
+) -> protocol.HeartbeatReply:
     """A heartbeat from a presented credential: one conditional UPDATE when nothing changed since this
     process last saw the node, else authentication and the full path (`node_heartbeat`)."""
     lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
@@ -95,7 +97,7 @@ def heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]) -> pr
         if reply is not None:
             return reply
         _forget(lookup)
-    node = authenticate_node(raw)
+    node = authenticate_node(raw, who=who)
     hb = parse()
     reply = node_heartbeat(node=node, hb=hb)
     _remember(lookup, copy.copy(node))

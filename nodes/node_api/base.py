@@ -12,6 +12,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.views import APIView
 
 from euler.errors import Forbidden, InvalidInput
+from euler.ratelimit import client_ip
 from nodes.auth import NodeRejected, address_allowed, authenticate_node, bearer  # noqa: F401 - NodeRejected re-exported
 
 
@@ -35,7 +36,7 @@ class NodeUser:
 
 class NodeCredentialAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
-        node = authenticate_node(bearer(request.META.get("HTTP_AUTHORIZATION")))
+        node = authenticate_node(bearer(request.META.get("HTTP_AUTHORIZATION")), who=client_ip(request))
         return NodeUser(node), node
 
     def authenticate_header(self, request) -> str:

@@ -7,6 +7,7 @@ Heartbeat and poll are the hot paths: async views without DRF, their database wo
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import pydantic
 from django.http import HttpRequest, JsonResponse
@@ -14,7 +15,8 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import permissions, status
 from rest_framework.response import Response
 
-from euler.errors import EulerError, InvalidInput, json_error
+from euler import ratelimit
+from euler.errors import EulerError, InvalidInput, Unauthorized, json_error
 from nodeagent import protocol
 from nodes import channel, liveness, services
 from nodes.auth import authenticate_node, bearer
@@ -38,9 +40,16 @@ class EnrollView(NodeAPIView):
     permission_classes = [permissions.AllowAny]
 
     def post(self, request):
+        limit, window = ratelimit.auth_failure_limit()
+        who = ratelimit.client_ip(request)
+        ratelimit.check("enroll", who, limit=limit, window=window)
         req = self.parse(request, protocol.EnrollRequest, code="invalid_enrollment")
         _check_version(req.protocol_version)
-        node, secret = services.node_enroll(req=req)
+        try:
+            node, secret = services.node_enroll(req=req)
+        except Unauthorized:
+            ratelimit.spend("enroll", who, window=window)  # a guessed or replayed token
+            raise
         reply = protocol.EnrollResponse(
             node_id=node.pk,
             name=node.name,
@@ -61,7 +70,10 @@ class RotateCredentialView(NodeAPIView):
 
 # --- the hot paths -----------------------------------------------------------------------------
 def _error(exc: EulerError) -> JsonResponse:
-    return json_error(exc.code, exc.message, exc.status_code, **exc.extra)
+    response = json_error(exc.code, exc.message, exc.status_code, **exc.extra)
+    if exc.status_code == 429 and "retry_after" in exc.extra:
+        response["Retry-After"] = str(exc.extra["retry_after"])
+    return response
 
 
 def _refuse(request: HttpRequest) -> JsonResponse | None:
@@ -81,13 +93,13 @@ def _parse(model: type[pydantic.BaseModel], body: bytes, code: str):
         raise InvalidInput(f"{where}: {first['msg']}", code=code) from None
 
 
-def _heartbeat(raw: str | None, body: bytes) -> dict:
+def _heartbeat(raw: str | None, body: bytes, who: str) -> dict:
     def parse() -> protocol.Heartbeat:
         hb = _parse(protocol.Heartbeat, body, "invalid_heartbeat")
         _check_version(hb.protocol_version)
         return hb
 
-    return liveness.heartbeat(raw=raw, parse=parse).model_dump(mode="json")
+    return liveness.heartbeat(raw=raw, parse=parse, who=who).model_dump(mode="json")
 
 
 @csrf_exempt
@@ -96,7 +108,8 @@ async def heartbeat(request: HttpRequest) -> JsonResponse:
     if refused is not None:
         return refused
     try:
-        reply = await run_db(request, _heartbeat, bearer(request.headers.get("Authorization")), request.body)
+        raw = bearer(request.headers.get("Authorization"))
+        reply = await run_db(request, _heartbeat, raw, request.body, ratelimit.client_ip(request))
     except EulerError as exc:
         return _error(exc)
     return JsonResponse(reply)
@@ -121,7 +134,7 @@ async def poll(request: HttpRequest) -> JsonResponse:
     raw = bearer(request.headers.get("Authorization"))
     loop = asyncio.get_running_loop()
     try:
-        node = await run_db(request, authenticate_node, raw)
+        node = await run_db(request, functools.partial(authenticate_node, raw, who=ratelimit.client_ip(request)))
         req = _parse(protocol.PollRequest, request.body, "invalid_poll")
         deadline = loop.time() + req.wait
         # The waiter is registered before the providers are first asked: no wake-up falls in between.
