@@ -24,7 +24,11 @@ def _is_staff(request) -> bool:
 
 
 class NodeListView(APIView):
-    @extend_schema(responses=NodeListOut, summary="The project's own nodes in full, and the public pool as a summary")
+    @extend_schema(
+        operation_id="nodes_list",
+        responses=NodeListOut,
+        summary="The project's own nodes in full, and the public pool as a summary",
+    )
     def get(self, request):
         own = selectors.nodes_of_project(request_project(request))
         pool = selectors.pool_summary(selectors.public_pool_nodes())
@@ -32,7 +36,7 @@ class NodeListView(APIView):
 
 
 class NodeDetailView(APIView):
-    @extend_schema(responses=NodeOut, summary="One of the project's own nodes")
+    @extend_schema(operation_id="nodes_retrieve", responses=NodeOut, summary="One of the project's own nodes")
     def get(self, request, node_id: int):
         node = selectors.node_of_project(project=request_project(request), node_id=node_id)
         if node is None:

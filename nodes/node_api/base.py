@@ -68,6 +68,7 @@ class NodeAPIView(APIView):
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
     throttle_classes: list = []
+    schema = None  # the node protocol is nodeagent/protocol.py, not part of the public OpenAPI schema
 
     def initial(self, request, *args, **kwargs):
         check_https(request)  # before authentication: never look at a credential sent in clear
