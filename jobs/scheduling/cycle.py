@@ -28,9 +28,14 @@ from jobs.states import ACTIVE, ATTEMPT_ACTIVE, AttemptState, JobState
 log = logging.getLogger(__name__)
 
 ADVISORY_KEY = 0x45554C45_4A4F4253 & 0x7FFFFFFFFFFFFFFF  # "EULEJOBS"
-REDIS_LOCK = "euler:jobs:scheduler:lock"
-REDIS_DIRTY = "euler:jobs:scheduler:dirty"
-REDIS_REQUESTED = "euler:jobs:scheduler:requested"  # a schedule task is queued and has not started yet
+
+
+def redis_key(name: str) -> str:
+    """Scheduler keys per database: deployments (or test runs) sharing a Redis do not block each other.
+
+    `lock`: one pass at a time; `dirty`: a pass was asked for; `requested`: a task is queued, not started.
+    """
+    return f"euler:jobs:scheduler:{connection.settings_dict.get('NAME')}:{name}"
 
 
 @dataclass
@@ -275,8 +280,8 @@ def request_pass() -> None:
         from euler.redis import client
 
         r = client()
-        r.set(REDIS_DIRTY, 1)
-        if not r.set(REDIS_REQUESTED, 1, nx=True, ex=30):
+        r.set(redis_key("dirty"), 1)
+        if not r.set(redis_key("requested"), 1, nx=True, ex=30):
             return
     except Exception as exc:  # noqa: BLE001 - without Redis, enqueue anyway
         log.warning("scheduler flags unavailable: %s", type(exc).__name__)
@@ -295,22 +300,22 @@ def run(*, now: datetime | None = None) -> PassStats:
     stats = PassStats()
     try:
         r = client()
-        r.delete(REDIS_REQUESTED)  # from here on, a new request enqueues a new task (see request_pass)
-        r.set(REDIS_DIRTY, 1)
+        r.delete(redis_key("requested"))  # from here on, a new request enqueues a new task (see request_pass)
+        r.set(redis_key("dirty"), 1)
         while True:
-            lock = r.lock(REDIS_LOCK, timeout=120, blocking=False)
+            lock = r.lock(redis_key("lock"), timeout=120, blocking=False)
             if not lock.acquire(blocking=False):
                 stats.busy = True
                 return stats  # the holder sees the flag and goes again
             try:
-                while r.delete(REDIS_DIRTY):
+                while r.delete(redis_key("dirty")):
                     stats.add(one_pass(now=now))
             finally:
                 try:
                     lock.release()
                 except redis.exceptions.LockError:
                     log.warning("scheduler lock expired during a pass")
-            if not r.exists(REDIS_DIRTY):
+            if not r.exists(redis_key("dirty")):
                 return stats
     except redis.exceptions.RedisError as exc:
         log.warning("scheduler runs without its Redis lock: %s", type(exc).__name__)

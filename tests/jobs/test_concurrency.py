@@ -47,7 +47,8 @@ def _in_threads(fn, n: int) -> list:
     return results
 
 
-def test_parallel_passes_never_double_book_cpu_memory_or_a_gpu(project, make_node):
+@pytest.mark.parametrize("entry", ["one_pass", "run"])
+def test_parallel_passes_never_double_book_cpu_memory_or_a_gpu(project, make_node, entry):
     from quotas.models import Quota
 
     Quota.objects.filter(project=project).update(max_concurrent_jobs=1000)
@@ -63,7 +64,9 @@ def test_parallel_passes_never_double_book_cpu_memory_or_a_gpu(project, make_nod
         make_job(project, **spec)
 
     def passes():
-        return sum(cycle.one_pass(batch=7).placed for _ in range(4))
+        if entry == "run":  # the Redis-locked entry point that tasks use
+            return sum(cycle.run().placed for _ in range(4))
+        return sum(cycle.one_pass(batch=7).placed for _ in range(4))  # straight at the database lock
 
     placed = sum(_in_threads(passes, 6))
     active = list(

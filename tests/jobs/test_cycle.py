@@ -13,19 +13,19 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _clean_lock():
-    client().delete(cycle.REDIS_LOCK, cycle.REDIS_DIRTY, cycle.REDIS_REQUESTED)
+    client().delete(cycle.redis_key("lock"), cycle.redis_key("dirty"), cycle.redis_key("requested"))
     yield
-    client().delete(cycle.REDIS_LOCK, cycle.REDIS_DIRTY, cycle.REDIS_REQUESTED)
+    client().delete(cycle.redis_key("lock"), cycle.redis_key("dirty"), cycle.redis_key("requested"))
 
 
 def test_a_pass_asked_for_while_another_runs_is_left_to_the_holder(submit, make_node):
     make_node()
     job = submit()
-    held = client().lock(cycle.REDIS_LOCK, timeout=30)
+    held = client().lock(cycle.redis_key("lock"), timeout=30)
     assert held.acquire(blocking=False)
     stats = cycle.run()
     assert stats.busy and stats.placed == 0
-    assert client().exists(cycle.REDIS_DIRTY)  # the holder will go again
+    assert client().exists(cycle.redis_key("dirty"))  # the holder will go again
     held.release()
     assert cycle.run().placed == 1
     assert Job.objects.get(pk=job["id"]).state == "assigned"
@@ -93,7 +93,7 @@ def test_a_burst_of_requests_enqueues_one_task_until_it_starts(monkeypatch):
     for _ in range(5):
         cycle.request_pass()
     assert sent == [1]
-    assert client().exists(cycle.REDIS_DIRTY)
+    assert client().exists(cycle.redis_key("dirty"))
     cycle.run()  # the task starts: later requests enqueue again
     cycle.request_pass()
     assert sent == [1, 1]
