@@ -4,6 +4,9 @@ from euler.env import env_bool, env_float, env_int, env_list, env_str  # noqa: F
 
 # A node that has not sent a heartbeat for this long is marked offline (its attempts become lost).
 EULER_NODE_OFFLINE_AFTER = env_float("EULER_NODE_OFFLINE_AFTER", 30.0, minimum=1.0)
+# When every online node (two or more) goes silent at once, the fault is more likely on the control
+# plane's side: wait this many more seconds before marking them all offline (their attempts lost).
+EULER_NODE_SILENCE_HOLD = env_float("EULER_NODE_SILENCE_HOLD", 90.0, minimum=0.0)
 # How often the beat task looks for silent nodes.
 EULER_NODE_OFFLINE_CHECK_EVERY = env_float("EULER_NODE_OFFLINE_CHECK_EVERY", 5.0, minimum=0.5)
 # Heartbeat interval told to nodes: at least MIN, scaled so that all nodes together send at most

@@ -195,6 +195,27 @@ def _transition(node: Node, fields: dict, *, gpus_moved: bool, came_back: bool, 
     Node.objects.filter(pk=locked.pk).update(**fields)
 
 
+def _control_plane_silence(candidates: list[tuple], now) -> bool:
+    """Every online node (two or more) went silent together: far likelier that heartbeats cannot reach us
+    (web tier down, a network cut on our side) than that all machines died at once. Hold for up to
+    EULER_NODE_SILENCE_HOLD seconds after the newest heartbeat rather than declaring every attempt lost."""
+    online = Node.objects.filter(online=True).exclude(approval=Approval.REJECTED).count()
+    if len(candidates) < 2 or len(candidates) != online:
+        return False
+    newest = max(last for _, _, last in candidates)
+    silent = (now - newest).total_seconds()
+    if silent >= settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD:
+        return False
+    log.warning(
+        "all %d online nodes silent for %.0f s: heartbeats are probably not reaching the control plane; "
+        "not marking them offline before %.0f s of silence",
+        online,
+        silent,
+        settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD,
+    )
+    return True
+
+
 def mark_offline(*, now=None) -> list[int]:
     """Nodes silent for EULER_NODE_OFFLINE_AFTER go offline, each once (a conditional UPDATE), with an event
     and the node_offline signal after commit (the jobs app marks their attempts lost)."""
@@ -205,6 +226,8 @@ def mark_offline(*, now=None) -> list[int]:
         .exclude(approval=Approval.REJECTED)
         .values_list("pk", "name", "last_heartbeat_at")
     )
+    if candidates and _control_plane_silence(candidates, now):
+        return []
     gone = []
     for pk, name, last in candidates:
         with transaction.atomic():

@@ -56,3 +56,33 @@ def test_the_beat_schedule_runs_the_offline_task():
     from django.conf import settings
 
     assert settings.CELERY_BEAT_SCHEDULE["nodes-mark-offline"]["task"] == "nodes.tasks.mark_offline"
+
+
+def _online(name, last):
+    return Node.objects.create(name=name, approval="approved", trust="platform", online=True, last_heartbeat_at=last)
+
+
+def test_when_every_online_node_goes_silent_at_once_offline_detection_holds(settings):
+    settings.EULER_NODE_OFFLINE_AFTER = 30
+    settings.EULER_NODE_SILENCE_HOLD = 90
+    now = timezone.now()
+    _online("a", now - timedelta(seconds=40))
+    _online("b", now - timedelta(seconds=45))
+    assert liveness.mark_offline(now=now) == []
+    assert Node.objects.filter(online=True).count() == 2
+    assert len(liveness.mark_offline(now=now + timedelta(seconds=90))) == 2
+
+
+def test_one_silent_node_among_live_ones_goes_offline_at_once(settings):
+    settings.EULER_NODE_OFFLINE_AFTER = 30
+    now = timezone.now()
+    dead = _online("dead", now - timedelta(seconds=40))
+    _online("alive", now)
+    assert liveness.mark_offline(now=now) == [dead.pk]
+
+
+def test_a_lone_node_that_goes_silent_goes_offline(settings):
+    settings.EULER_NODE_OFFLINE_AFTER = 30
+    now = timezone.now()
+    lone = _online("lone", now - timedelta(seconds=31))
+    assert liveness.mark_offline(now=now) == [lone.pk]
