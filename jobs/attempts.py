@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import fencing, transitions
+from jobs import fencing, transitions, usage
 from jobs.models import Attempt, Job
 from jobs.services import schedule_on_commit, wake_on_commit
 from jobs.states import (
@@ -82,6 +82,13 @@ def _end(attempt_id: int, job_id: int, *, outcome: str, reason: str, exit_code=N
     if updated != 1 or job is None:
         return False
     attempt = Attempt.objects.get(pk=attempt_id)
+    usage.book_attempt(
+        project_id=job.project_id,
+        cpu_milli=attempt.cpu_milli,
+        gpu_count=len(attempt.gpu_uuids or []),
+        started_at=attempt.started_at,
+        ended_at=attempt.ended_at,
+    )
     _settle_job(job, attempt, outcome=outcome, reason=reason, exit_code=exit_code, now=now)
     schedule_on_commit()  # its resources are free
     return True

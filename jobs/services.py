@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from euler.errors import Conflict, NotFound
-from jobs import transitions
+from jobs import transitions, usage
 from jobs.models import Attempt, Job
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, TERMINAL, JobState
 
@@ -33,6 +33,7 @@ def wake_on_commit(node_id: int | None) -> None:
 @transaction.atomic
 def job_submit(*, project, spec: dict, by=None) -> Job:
     """A new queued job from a validated spec (see jobs.validation)."""
+    usage.check_budget(project=project, gpu_count=spec.get("gpu_count", 0))
     env = spec.pop("env", None) or None
     job = Job.objects.create(
         project=project, env=env, has_env=bool(env), created_by=by, queued_at=timezone.now(), **spec
