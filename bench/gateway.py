@@ -81,38 +81,73 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))]
 
 
+class RawPool:
+    """A minimal keep-alive HTTP/1.1 GET client: far cheaper than httpx, so the load generator is
+    not what saturates the (shared, 2-core) machine at a few hundred requests per second."""
+
+    def __init__(self, url: str, headers: dict):
+        parts = httpx.URL(url)
+        self.host, self.port = parts.host, parts.port
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        target = parts.raw_path.decode()
+        self.request = f"GET {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{extra}\r\n".encode()
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def get(self) -> int:
+        conn = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
+        reader, writer = conn
+        try:
+            writer.write(self.request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            lowered = head.lower()
+            if b"transfer-encoding: chunked" in lowered:
+                while True:
+                    size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+                    await reader.readexactly(size + 2)
+                    if size == 0:
+                        break
+            else:
+                length = int(lowered.split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+        except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
+            writer.close()
+            return 0
+        self.idle.append(conn)
+        return status
+
+    def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+
+
 async def fixed_rate(targets: list[tuple[str, dict]], rate: int, seconds: float) -> list[list[float]]:
     """Latencies per target; targets are called in turn, each at `rate`, so they share the same moments."""
     latencies: list[list[float]] = [[] for _ in targets]
     errors = [0 for _ in targets]
-    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400, keepalive_expiry=4)
-    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
+    pools = [RawPool(url, headers) for url, headers in targets]
 
-        async def one(index: int):
-            url, headers = targets[index]
-            started = time.perf_counter()
-            try:
-                response = await client.get(url, headers=headers)
-            except httpx.HTTPError:
-                errors[index] += 1
-                return
-            if response.status_code == 200:
-                latencies[index].append((time.perf_counter() - started) * 1000)
-            else:
-                errors[index] += 1
+    async def one(index: int):
+        started = time.perf_counter()
+        if await pools[index].get() == 200:
+            latencies[index].append((time.perf_counter() - started) * 1000)
+        else:
+            errors[index] += 1
 
-        for _ in range(20):  # warm the pools
-            await asyncio.gather(*(one(i) for i in range(len(targets))))
-        for found in latencies:
-            found.clear()
-        tasks, start, n = [], time.perf_counter(), int(rate * seconds) * len(targets)
-        step = 1 / (rate * len(targets))
-        for i in range(n):
-            delay = start + i * step - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.ensure_future(one(i % len(targets))))
-        await asyncio.gather(*tasks)
+    for _ in range(50):  # warm the pools
+        await asyncio.gather(*(one(i) for i in range(len(targets))))
+    for found in latencies:
+        found.clear()
+    tasks, start, n = [], time.perf_counter(), int(rate * seconds) * len(targets)
+    step = 1 / (rate * len(targets))
+    for i in range(n):
+        delay = start + i * step - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(one(i % len(targets))))
+    await asyncio.gather(*tasks)
+    for pool in pools:
+        pool.close()
     if any(errors):
         print(f"failed calls (direct, gateway): {errors}")
     return latencies
@@ -120,41 +155,47 @@ async def fixed_rate(targets: list[tuple[str, dict]], rate: int, seconds: float)
 
 async def closed_loop(url: str, headers: dict, seconds: float, concurrency: int = 32) -> float:
     done = 0
-    limits = httpx.Limits(max_connections=concurrency, keepalive_expiry=4)
-    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
-        deadline = time.perf_counter() + seconds
+    pool = RawPool(url, headers)
+    deadline = time.perf_counter() + seconds
 
-        async def worker():
-            nonlocal done
-            while time.perf_counter() < deadline:
-                try:
-                    if (await client.get(url, headers=headers)).status_code == 200:
-                        done += 1
-                except httpx.HTTPError:
-                    pass
+    async def worker():
+        nonlocal done
+        while time.perf_counter() < deadline:
+            if await pool.get() == 200:
+                done += 1
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    pool.close()
     return done / seconds
 
 
-async def sse(url: str, headers: dict, runs: int) -> tuple[list[float], list[float], list[int]]:
-    ttfbs, delays, frames = [], [], []
+async def sse_stream(client: httpx.AsyncClient, url: str, headers: dict) -> tuple[float, list[float], int]:
+    """(TTFB ms, per-event delay ms from the agent's send time, frames received) of one stream."""
+    started = time.perf_counter()
+    first, delays, frames = 0.0, [], 0
+    async with client.stream("GET", url, headers=headers) as response:
+        async for chunk in response.aiter_raw():
+            now = time.time()
+            if not frames:
+                first = (time.perf_counter() - started) * 1000
+            for event in chunk.decode().split("\n\n"):
+                if event.startswith("data:"):
+                    delays.append((now - float(event.split()[2])) * 1000)
+            frames += 1
+    return first, delays, frames
+
+
+async def sse_pairs(direct: str, gateway: str, headers: dict, runs: int):
+    """`runs` times: one stream straight to the agent and one through the gateway, side by side."""
     async with httpx.AsyncClient(timeout=10) as client:
-        for _ in range(runs):
-            started = time.perf_counter()
-            count, first = 0, None
-            async with client.stream("GET", url, headers=headers) as response:
-                async for chunk in response.aiter_raw():
-                    now = time.time()
-                    if first is None:
-                        first = (time.perf_counter() - started) * 1000
-                    for event in chunk.decode().split("\n\n"):
-                        if event.startswith("data:"):
-                            delays.append((now - float(event.split()[2])) * 1000)
-                    count += 1
-            ttfbs.append(first)
-            frames.append(count)
-    return ttfbs, delays, frames
+        pairs = [
+            await asyncio.gather(sse_stream(client, direct, {}), sse_stream(client, gateway, headers))
+            for _ in range(runs)
+        ]
+    split = []
+    for part in ([p[0] for p in pairs], [p[1] for p in pairs]):
+        split.append(([r[0] for r in part], [d for r in part for d in r[1]], [r[2] for r in part]))
+    return split
 
 
 def measured_cpu(server: subprocess.Popen, run, seconds: float) -> tuple[float, float]:
@@ -194,7 +235,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--servers", default="uvicorn,daphne")
-    parser.add_argument("--sse-runs", type=int, default=20)
+    parser.add_argument("--sse-runs", type=int, default=10)
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="euler-bench-gw-"))
@@ -229,7 +270,6 @@ def main() -> None:
         auth = {"X-Euler-API-Key": key}
         db = "PostgreSQL" if env.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
         print(f"loopback, {os.cpu_count()} CPUs (shared), {db}, rate {args.rate} rps for {args.seconds:g} s")
-        sse_direct = asyncio.run(sse(direct + "/sse", {}, args.sse_runs))
         results = {}
         for kind in args.servers.split(","):
             port = free_port()
@@ -243,8 +283,9 @@ def main() -> None:
             )
             noop_rps, noop_cpu = measured_cpu(server, closed_loop(gw + "/bench-noop", {}, 3), 3)
             gw_rps, gw_cpu = measured_cpu(server, closed_loop(invoke, auth, 3), 3)
-            asyncio.run(sse(gw + "/api/v1/agents/bench/invoke/sse", auth, 1))  # warm-up
-            ttfb, delays, frames = asyncio.run(sse(gw + "/api/v1/agents/bench/invoke/sse", auth, args.sse_runs))
+            gw_sse = gw + "/api/v1/agents/bench/invoke/sse"
+            asyncio.run(sse_pairs(direct + "/sse", gw_sse, auth, 2))  # warm-up
+            sse_direct, (ttfb, delays, frames) = asyncio.run(sse_pairs(direct + "/sse", gw_sse, auth, args.sse_runs))
             server.terminate()
             server.wait(10)
             results[kind] = {
@@ -264,8 +305,9 @@ def main() -> None:
                 "sse_ttfb_added_p95_ms": round(pct(ttfb, 95) - pct(sse_direct[0], 95), 3),
                 "sse_event_delay_added_p99_ms": round(pct(delays, 99) - pct(sse_direct[1], 99), 3),
                 "sse_frames": sorted(set(frames)),
+                "sse_direct_ttfb_p95_ms": round(pct(sse_direct[0], 95), 3),
+                "sse_direct_event_delay_p99_ms": round(pct(sse_direct[1], 99), 3),
             }
-        print(f"direct SSE TTFB p95 {pct(sse_direct[0], 95):.3f} ms, event delay p99 {pct(sse_direct[1], 99):.3f} ms")
         print(json.dumps(results, indent=2))
         best = min(results, key=lambda k: results[k]["server_cpu_us_per_invoke"])
         print(f"cheaper server per relayed call (CPU per invoke): {best}")
