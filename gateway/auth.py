@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 
@@ -12,7 +13,8 @@ from django.middleware.csrf import CsrfViewMiddleware
 
 from euler.errors import EulerError, Forbidden, NotFound, Unauthorized
 
-_keys: dict[str, tuple[int, float]] = {}  # sha256(secret) -> (project id, expires at)
+_keys: dict[str, tuple[int, float]] = {}  # sha256(secret) -> (project id, looked up at)
+_refreshing: dict[str, asyncio.Future] = {}
 _MAX_CACHED = 10_000
 
 
@@ -44,19 +46,35 @@ async def project_id_for(request) -> int:
     if raw is not None:
         raw = raw.strip()
         digest = hashlib.sha256(raw.encode()).hexdigest()
-        now = time.monotonic()
         cached = _keys.get(digest)
-        if cached is not None and cached[1] > now:
-            return cached[0]
-        project_id = await _akey_project(raw)
+        if cached is not None:
+            age = time.monotonic() - cached[1]
+            ttl = settings.EULER_GATEWAY_KEY_CACHE_TTL
+            if age < ttl:
+                return cached[0]
+            if age < 2 * ttl:
+                # Still trusted for a moment while one background lookup refreshes it: a revoked
+                # key stops within twice the TTL, and no call waits on the database meanwhile.
+                if digest not in _refreshing:
+                    _refreshing[digest] = task = asyncio.ensure_future(_lookup(raw, digest))
+                    task.add_done_callback(lambda _t: _refreshing.pop(digest, None))
+                return cached[0]
+        project_id = await _lookup(raw, digest)
         if project_id is None:
-            _keys.pop(digest, None)
             raise Unauthorized("The API key is unknown or revoked.", code="invalid_api_key")
-        if len(_keys) >= _MAX_CACHED:
-            _keys.clear()
-        _keys[digest] = (project_id, now + settings.EULER_GATEWAY_KEY_CACHE_TTL)
         return project_id
     return await _session_caller(request)
+
+
+async def _lookup(raw: str, digest: str) -> int | None:
+    project_id = await _akey_project(raw)
+    if project_id is None:
+        _keys.pop(digest, None)
+        return None
+    if len(_keys) >= _MAX_CACHED:
+        _keys.clear()
+    _keys[digest] = (project_id, time.monotonic())
+    return project_id
 
 
 async def _session_caller(request) -> int:
@@ -89,6 +107,7 @@ async def _auser(request):
 
 def forget_keys() -> None:
     _keys.clear()
+    _refreshing.clear()
 
 
 __all__ = ["EulerError", "forget_keys", "project_id_for"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 
 from agents.models import ROUTABLE, Agent
 from gateway import balancer
@@ -40,7 +42,11 @@ class Ejection:
     until: float = 0.0
 
 
+STALE_FACTOR = 5
+log = logging.getLogger(__name__)
+
 _routes: dict[tuple[int, str], Route] = {}
+_reloading: dict[tuple[int, str], asyncio.Future] = {}
 _ejections: dict[int, Ejection] = {}
 
 
@@ -73,16 +79,39 @@ _aload = sync_to_async(_load, thread_sensitive=False)
 
 
 async def route_for(project_id: int, name: str) -> Route | None:
+    """The agent's routing table. Within EULER_GATEWAY_ROUTE_TTL it is used as is; for a while
+    after (up to STALE_FACTOR times the TTL) it is still used while one background reload runs, so
+    calls never wait on the database once an agent is warm; older or absent ones load inline."""
     key = (project_id, name)
     found = _routes.get(key)
-    if found is not None and time.monotonic() - found.loaded_at < settings.EULER_GATEWAY_ROUTE_TTL:
-        return found
-    fresh = await _aload(project_id, name)
+    ttl = settings.EULER_GATEWAY_ROUTE_TTL
+    if found is not None:
+        age = time.monotonic() - found.loaded_at
+        if age < ttl:
+            return found
+        if age < ttl * STALE_FACTOR:
+            if key not in _reloading:
+                _reloading[key] = task = asyncio.ensure_future(_reload(key))
+                task.add_done_callback(lambda _t: _reloading.pop(key, None))
+            return found
+    return await _reload(key)
+
+
+async def _reload(key: tuple[int, str]) -> Route | None:
+    try:
+        fresh = await _aload(*key)
+    except DatabaseError:
+        stale = _routes.get(key)
+        if stale is None:
+            raise
+        log.warning("reloading the route of agent %s failed; using the last one", key[1], exc_info=True)
+        return stale
     if fresh is None:
         _routes.pop(key, None)
         return None
-    if found is not None:
-        fresh.scores = found.scores  # keep the rotation going across reloads
+    previous = _routes.get(key)
+    if previous is not None:
+        fresh.scores = previous.scores  # keep the rotation going across reloads
     _routes[key] = fresh
     return fresh
 
@@ -111,3 +140,4 @@ def reset() -> None:
     """Forget everything (tests; a process that changed its settings)."""
     _routes.clear()
     _ejections.clear()
+    _reloading.clear()

@@ -45,7 +45,7 @@ def test_a_console_session_may_invoke_and_needs_csrf_for_unsafe_methods(project,
     assert posted.status_code == 200
 
 
-def test_a_revoked_key_stops_working_within_the_cache_ttl(project, upstreams, gateway, settings):
+def test_a_revoked_key_stops_working_within_twice_the_cache_ttl(project, upstreams, gateway, settings):
     from quotas.services import apikey_create, apikey_revoke
 
     settings.EULER_GATEWAY_KEY_CACHE_TTL = 0.2
@@ -55,7 +55,7 @@ def test_a_revoked_key_stops_working_within_the_cache_ttl(project, upstreams, ga
     headers = {"X-Euler-API-Key": secret}
     assert httpx.get(f"{gateway}/api/v1/agents/revoke/invoke/echo", headers=headers).status_code == 200
     apikey_revoke(project=project, key_id=key.pk)
-    time.sleep(0.3)
+    time.sleep(0.45)
     response = httpx.get(f"{gateway}/api/v1/agents/revoke/invoke/echo", headers=headers)
     assert response.status_code == 401
 
@@ -83,3 +83,24 @@ def test_a_large_body_is_streamed_to_the_agent(project, upstreams, call):
     response = call.post("/api/v1/agents/big/invoke/echo", content=body)
     assert response.status_code == 200
     assert len(response.json()["body"]) == len(body)
+
+
+async def test_a_stale_route_is_served_while_one_background_reload_runs(project, settings):
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from gateway import routes
+
+    settings.EULER_GATEWAY_ROUTE_TTL = 1
+    await sync_to_async(register)(project, "swr", "http://127.0.0.1:9")
+    first = await routes.route_for(project.pk, "swr")
+    first.loaded_at -= 2  # past the TTL, within the stale window
+    assert await routes.route_for(project.pk, "swr") is first
+    assert await routes.route_for(project.pk, "swr") is first
+    assert len(routes._reloading) == 1
+    await asyncio.gather(*routes._reloading.values())
+    assert await routes.route_for(project.pk, "swr") is not first
+    first.loaded_at -= 10  # too old to serve: loaded inline
+    routes._routes[(project.pk, "swr")] = first
+    assert await routes.route_for(project.pk, "swr") is not first
