@@ -145,7 +145,8 @@ CELERY_BEAT_SCHEDULE: dict = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "euler:ch"},
+        # redis-py's default 5 s read timeout equals channels_redis's 5 s BZPOPMIN: an idle websocket would die.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": "euler:ch"},
     }
 }
 
