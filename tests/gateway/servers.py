@@ -42,6 +42,9 @@ class Upstream:
         self.last_headers = headers
         if self.fail_status:
             await _reply(send, self.fail_status, b"failing")
+        elif path == "/sleep":
+            await asyncio.sleep(float(query.get("s", ["1"])[0]))
+            await _reply(send, 200, b"late")
         elif path.startswith("/status/"):
             await _reply(send, int(path.rsplit("/", 1)[1]), b"status")
         elif path == "/sse":

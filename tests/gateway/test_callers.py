@@ -104,3 +104,11 @@ async def test_a_stale_route_is_served_while_one_background_reload_runs(project,
     first.loaded_at -= 10  # too old to serve: loaded inline
     routes._routes[(project.pk, "swr")] = first
     assert await routes.route_for(project.pk, "swr") is not first
+
+
+def test_an_agent_slower_than_its_response_timeout_answers_504(project, upstreams, call):
+    up = upstreams("slow")
+    agent_create(project=project, fields={"name": "slow", "response_timeout_s": 0.3}, instances=[{"base_url": up.url}])
+    response = call.get("/api/v1/agents/slow/invoke/sleep?s=3")
+    assert response.status_code == 504
+    assert response.json()["code"] == "upstream_timeout"
