@@ -198,6 +198,23 @@ async def sse_pairs(direct: str, gateway: str, headers: dict, runs: int):
     return split
 
 
+async def concurrent_streams(url: str, headers: dict, n: int) -> dict:
+    """n SSE streams through the gateway at once: how many got all 20 events, and how long it took."""
+    limits = httpx.Limits(max_connections=n + 10)
+    started = time.perf_counter()
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+
+        async def one():
+            try:
+                _, delays, _ = await sse_stream(client, url, headers)
+                return len(delays) == 20
+            except httpx.HTTPError:
+                return False
+
+        complete = sum(await asyncio.gather(*(one() for _ in range(n))))
+    return {"opened": n, "complete": complete, "seconds": round(time.perf_counter() - started, 2)}
+
+
 def measured_cpu(server: subprocess.Popen, run, seconds: float) -> tuple[float, float]:
     """(requests/s, server CPU microseconds per request): CPU time holds up on a shared, busy machine."""
     proc = psutil.Process(server.pid)
@@ -236,6 +253,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--servers", default="uvicorn,daphne")
     parser.add_argument("--sse-runs", type=int, default=10)
+    parser.add_argument("--streams", type=int, default=0, help="also hold this many SSE streams open at once")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="euler-bench-gw-"))
@@ -286,9 +304,11 @@ def main() -> None:
             gw_sse = gw + "/api/v1/agents/bench/invoke/sse"
             asyncio.run(sse_pairs(direct + "/sse", gw_sse, auth, 2))  # warm-up
             sse_direct, (ttfb, delays, frames) = asyncio.run(sse_pairs(direct + "/sse", gw_sse, auth, args.sse_runs))
+            held = asyncio.run(concurrent_streams(gw_sse, auth, args.streams)) if args.streams else None
             server.terminate()
             server.wait(10)
             results[kind] = {
+                "concurrent_streams": held,
                 "added_p50_ms": round(pct(lat, 50) - pct(base_direct, 50), 3),
                 "added_p99_ms": round(pct(lat, 99) - pct(base_direct, 99), 3),
                 "gateway_p50_ms": round(pct(lat, 50), 3),
