@@ -64,9 +64,10 @@ class AttemptRun:
     def _main(self) -> None:
         log = self.ex.log
         try:
-            if not self.record.get("container_id") and not self._start():
+            fresh = not self.record.get("container_id")
+            if fresh and not self._start():
                 return
-            self._follow()
+            self._follow(fresh=fresh)
         except Stale:
             log.info("attempt %s is no longer current: stopping its container", self.attempt_id)
             self._discard()
@@ -104,14 +105,17 @@ class AttemptRun:
         self._save()
         return True
 
-    def _follow(self) -> None:
+    def _follow(self, *, fresh: bool) -> None:
         runner, cid = self.ex.runner, self.record["container_id"]
-        state = runner.inspect(cid)
-        if state is None:
-            self.ex.log.info("attempt %s: its container is gone", self.attempt_id)
-            self.ex._forget_files(self.attempt_id)
-            return  # the server marks it lost when it is missing from our heartbeats
-        self.state = "exited" if state.finished else "running"
+        if fresh:
+            self.state = "running"  # just started: the exit, if any, is read after the log ends
+        else:
+            state = runner.inspect(cid)
+            if state is None:
+                self.ex.log.info("attempt %s: its container is gone", self.attempt_id)
+                self.ex._forget_files(self.attempt_id)
+                return  # the server marks it lost when it is missing from our heartbeats
+            self.state = "exited" if state.finished else "running"
         if not self.record.get("running_reported"):
             self._report({"state": "running", "container_id": cid})
             self.record["running_reported"] = True
