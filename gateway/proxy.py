@@ -125,7 +125,7 @@ async def invoke(request, name: str, path: str = ""):
         route = await routes.route_for(project_id, name)
         if route is None:
             raise NotFound(f"No agent named {name!r}.")
-        allowed, retry_after = await _awaited(quota.check_and_count(project_id))
+        allowed, retry_after = await _awaited(quota.check_and_count(project_id, name))
         if not allowed:
             raise QuotaExceeded(
                 "The project has used its invocations for this period.", extra={"retry_after": retry_after}

@@ -1,11 +1,14 @@
-"""Invocation quota hook, called on every invoke; the quotas work fills it (atomic Redis counters).
-
-May be a plain or an async function: the gateway awaits the result when it is awaitable.
-"""
+"""Invocation quota hook, called on every invoke: exact per-project counting in Redis (quotas.invocations)."""
 
 from __future__ import annotations
 
+from euler import metrics
+from quotas import invocations
 
-async def check_and_count(project_id: int) -> tuple[bool, int | None]:
+
+async def check_and_count(project_id: int, agent_name: str = "") -> tuple[bool, int | None]:
     """Count one invocation for the project; (allowed, retry_after seconds when refused)."""
-    return True, None
+    allowed, retry_after = await invocations.check_and_count(project_id, agent_name)
+    if allowed:
+        metrics.inc("euler_invocations_total")
+    return allowed, retry_after

@@ -183,7 +183,7 @@ def test_the_quota_hook_is_asked_on_every_call(project, upstreams, call, monkeyp
 
     asked = []
 
-    def refuse(project_id):
+    def refuse(project_id, agent_name=""):
         asked.append(project_id)
         return False, 7
 
@@ -194,6 +194,30 @@ def test_the_quota_hook_is_asked_on_every_call(project, upstreams, call, monkeyp
     assert response.status_code == 429
     assert response.headers["retry-after"] == "7"
     assert asked == [project.pk] and up.hits == 0
+
+
+def test_the_invocation_quota_refuses_calls_past_the_limit_with_retry_after(project, upstreams, call):
+    from euler.redis import client
+    from quotas import invocations
+    from quotas.models import Quota
+
+    for key in client().scan_iter(match=f"euler:inv:*:{project.pk}*"):
+        client().delete(key)
+    Quota.objects.filter(project=project).update(invocations=3)
+    invocations.forget_limit(project.pk)
+    up = upstreams("a")
+    register(project, "budget", (up.url, 1))
+    codes = [call.get("/api/v1/agents/budget/invoke/echo").status_code for _ in range(5)]
+    assert codes == [200, 200, 200, 429, 429]
+    refused = call.get("/api/v1/agents/budget/invoke/echo")
+    assert refused.json()["code"] == "quota_exceeded"
+    assert int(refused.headers["retry-after"]) > 0
+    assert up.hits == 3
+    invocations.flush()
+    from quotas.models import UsageEntry
+
+    row = UsageEntry.objects.get(project=project, resource="invocations")
+    assert (row.agent_name, row.amount) == ("budget", 3)
 
 
 def test_unknown_agent_answers_404(call, project):
