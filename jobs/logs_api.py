@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 
 from euler.errors import EulerError, InvalidInput, NotFound, Unauthorized
 from jobs.models import Attempt, Job, LogChunk
-from jobs.states import ATTEMPT_ACTIVE
+from jobs.states import ATTEMPT_ACTIVE, TERMINAL
 
 FOLLOW_POLL_SECONDS = 0.25
 READ_BATCH = 500
@@ -90,6 +90,13 @@ def follow_step(attempt_id: int, after_seq: int) -> tuple[list[tuple[int, str, s
     return rows, active or len(rows) == READ_BATCH
 
 
+def first_attempt_or_end(job_id: int) -> tuple[int | None, bool]:
+    """For a follower of a job not placed yet: its latest attempt once there is one, and whether it ended."""
+    job = Job.objects.filter(pk=job_id).values("state").first()
+    attempt = Attempt.objects.filter(job_id=job_id).order_by("-number").values_list("pk", flat=True).first()
+    return attempt, job is None or job["state"] in TERMINAL
+
+
 def full_text(attempt_id: int) -> str:
     return "".join(LogChunk.objects.filter(attempt_id=attempt_id).order_by("seq").values_list("data", flat=True))
 
@@ -99,8 +106,17 @@ def _error(exc: EulerError) -> JsonResponse:
     return JsonResponse(exc.as_dict(), status=exc.status_code)
 
 
-async def follow(attempt_id: int):
-    """Yields the attempt's log text as it is stored, from the first chunk, until the attempt ends."""
+async def follow(attempt_id: int | None, job_id: int):
+    """Yields the attempt's log text as it is stored, from the first chunk, until the attempt ends.
+
+    A job that is not placed yet is waited for: its first attempt is followed (or nothing, if it ends first).
+    """
+    while attempt_id is None:
+        attempt_id, ended = await sync_to_async(first_attempt_or_end)(job_id)
+        if attempt_id is None:
+            if ended:
+                return
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
     last = -1
     while True:
         rows, more = await sync_to_async(follow_step)(attempt_id, last)
@@ -115,11 +131,13 @@ async def follow(attempt_id: int):
 
 @require_GET
 async def job_logs(request: HttpRequest, job_id: int):
+    following = request.GET.get("follow") in ("1", "true")
+
     def resolve():
         project = project_for_request(request)
         target = log_target(project=project, job_id=job_id, attempt_number=parse_attempt(request.GET.get("attempt")))
         text = None
-        if request.GET.get("follow") not in ("1", "true") and target.attempt_id is not None:
+        if not following and target.attempt_id is not None:
             text = full_text(target.attempt_id)
         return target, text
 
@@ -132,9 +150,10 @@ async def job_logs(request: HttpRequest, job_id: int):
     headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
     if target.attempt_number is not None:
         headers["X-Euler-Attempt"] = str(target.attempt_number)
-    if target.attempt_id is None:
-        return HttpResponse("", content_type="text/plain; charset=utf-8", headers=headers)
     if text is not None:
         return HttpResponse(text, content_type="text/plain; charset=utf-8", headers=headers)
+    if target.attempt_id is None and not following:
+        return HttpResponse("", content_type="text/plain; charset=utf-8", headers=headers)
     headers["X-Accel-Buffering"] = "no"
-    return StreamingHttpResponse(follow(target.attempt_id), content_type="text/plain; charset=utf-8", headers=headers)
+    stream = follow(target.attempt_id, target.job_id)
+    return StreamingHttpResponse(stream, content_type="text/plain; charset=utf-8", headers=headers)

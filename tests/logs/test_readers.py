@@ -112,3 +112,35 @@ async def test_follow_of_an_ended_attempt_returns_the_whole_log_and_stops(api_ke
     response = await AsyncClient().get(f"/api/v1/jobs/{job.pk}/logs?follow=1", headers={"X-Euler-API-Key": api_key})
     parts = [p async for p in response.streaming_content]
     assert b"".join(parts).decode() == "hello from Euler\noops\n"
+
+
+async def test_follow_of_a_job_not_placed_yet_waits_for_its_attempt(api_key, project, node_and_credential, make_job):
+    from jobs.models import Job
+
+    job, attempt = await sync_to_async(make_job)(project, node_and_credential[0], state="running")
+    await sync_to_async(Job.objects.filter(pk=job.pk).update)(current_attempt=None, state="queued")
+    await sync_to_async(Attempt.objects.filter(pk=attempt.pk).delete)()
+    response = await AsyncClient().get(f"/api/v1/jobs/{job.pk}/logs?follow=1", headers={"X-Euler-API-Key": api_key})
+    received: list[str] = []
+
+    async def read():
+        async for part in response.streaming_content:
+            received.append(part.decode())
+
+    reader = asyncio.create_task(read())
+    await asyncio.sleep(0.3)
+    _, placed = await sync_to_async(make_job)(project, node_and_credential[0], job=job, number=1)
+    await sync_to_async(add)(placed, 0, "placed at last\n")
+    await sync_to_async(Attempt.objects.filter(pk=placed.pk).update)(state="succeeded")
+    await asyncio.wait_for(reader, 30)
+    assert "".join(received) == "placed at last\n"
+
+
+async def test_follow_of_a_job_cancelled_before_placement_ends_empty(api_key, project, node_and_credential, make_job):
+    from jobs.models import Job
+
+    job, attempt = await sync_to_async(make_job)(project, node_and_credential[0], state="running")
+    await sync_to_async(Job.objects.filter(pk=job.pk).update)(current_attempt=None, state="cancelled")
+    await sync_to_async(Attempt.objects.filter(pk=attempt.pk).delete)()
+    response = await AsyncClient().get(f"/api/v1/jobs/{job.pk}/logs?follow=1", headers={"X-Euler-API-Key": api_key})
+    assert [p async for p in response.streaming_content] == []
