@@ -26,6 +26,21 @@ def answers(socket_path: Path) -> bool:
         return False
 
 
+def argv(socket_path: Path) -> list[str]:
+    return [
+        binary(),
+        "--port", "0",
+        "--unixsocket", str(socket_path),
+        "--unixsocketperm", "700",
+        "--dir", str(socket_path.parent),
+        "--save", "",
+        "--appendonly", "no",
+        "--daemonize", "no",
+        "--loglevel", "warning",
+        "--logfile", str(socket_path.parent / "redis.log"),
+    ]  # fmt: skip
+
+
 def start(socket_path: Path, *, wait: float = 10.0) -> subprocess.Popen | None:
     """Start redis on socket_path unless one already answers there; returns the process we started."""
     socket_path = Path(socket_path)
@@ -34,22 +49,7 @@ def start(socket_path: Path, *, wait: float = 10.0) -> subprocess.Popen | None:
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     if socket_path.exists():
         socket_path.unlink()
-    proc = subprocess.Popen(
-        [
-            binary(),
-            "--port", "0",
-            "--unixsocket", str(socket_path),
-            "--unixsocketperm", "700",
-            "--dir", str(socket_path.parent),
-            "--save", "",
-            "--appendonly", "no",
-            "--daemonize", "no",
-            "--loglevel", "warning",
-            "--logfile", str(socket_path.parent / "redis.log"),
-        ],
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    proc = subprocess.Popen(argv(socket_path), stdin=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -71,9 +71,7 @@ def stop(proc: subprocess.Popen | None) -> None:
         proc.kill()
 
 
-if __name__ == "__main__":  # python -m euler.embedded_redis SOCKET: run in the foreground
+if __name__ == "__main__":  # python -m euler.embedded_redis SOCKET: become redis-server in the foreground
     import sys
 
-    p = start(Path(sys.argv[1]))
-    if p is not None:
-        os.waitpid(p.pid, 0)
+    os.execv(binary(), argv(Path(sys.argv[1])))

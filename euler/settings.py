@@ -107,7 +107,7 @@ TEMPLATES = [
 # --- database -------------------------------------------------------------------------------
 _DEFAULT_DB = f"sqlite:///{DATA_DIR / 'euler.sqlite3'}"
 try:
-    DATABASES = {"default": dj_database_url.parse(env_secret("DATABASE_URL", _DEFAULT_DB), conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(env_secret("DATABASE_URL", _DEFAULT_DB), conn_max_age=0)}
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -115,8 +115,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
-else:
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Under ASGI every sync view runs in a fresh thread, so persistent per-thread connections
+    # would pile up; a process-wide psycopg pool replaces them (Django requires CONN_MAX_AGE=0).
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("EULER_DB_POOL_MIN", 1, minimum=0),
+        "max_size": env_int("EULER_DB_POOL_MAX", 20, minimum=1),
+        "timeout": 10,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, celery, channels ----------------------------------------------------------------

@@ -106,7 +106,7 @@ def main() -> int:
                 sock.unlink()
             sup.spawn(
                 "redis",
-                [sys.executable, "-m", "euler.embedded_redis", str(sock)],
+                embedded_redis.argv(sock),
             )
             deadline = time.monotonic() + 10
             while not embedded_redis.answers(sock):
