@@ -88,9 +88,16 @@ class _Relevant:
         self.label_keys = frozenset(k for job in jobs for k, _ in job.node_selector)
         self.regions = frozenset(job.region for job in jobs if job.region)
         self.projects = frozenset(job.project_id for job in jobs)
+        self._labels: dict[frozenset, frozenset] = {}  # nodes share label sets: project each set once
+
+    def labels(self, labels: frozenset) -> frozenset | tuple:
+        found = self._labels.get(labels)
+        if found is None:
+            found = self._labels[labels] = frozenset(item for item in labels if item[0] in self.label_keys)
+        return found
 
     def class_key(self, node: NodeSnapshot) -> tuple:
-        labels = frozenset(item for item in node.labels if item[0] in self.label_keys) if self.label_keys else ()
+        labels = self.labels(node.labels) if self.label_keys and node.labels else ()
         return (
             node.approved,
             node.online,
@@ -123,22 +130,26 @@ class _State:
 
     def __init__(self, nodes: list[NodeSnapshot], relevant: _Relevant) -> None:
         self.nodes = nodes
-        self.cpu = [n.cpu_milli - n.used_cpu_milli for n in nodes]
-        self.mem = [n.memory_bytes - n.used_memory_bytes for n in nodes]
-        self.gpus = [
-            [u for u in n.gpu_uuids if u not in n.used_gpus] if n.used_gpus else list(n.gpu_uuids) for n in nodes
+        self.cpu = cpu = [n.cpu_milli - n.used_cpu_milli for n in nodes]
+        self.mem = mem = [n.memory_bytes - n.used_memory_bytes for n in nodes]
+        none: list[str] = []  # shared by nodes without GPUs: only ever sliced by zero
+        self.gpus = gpus = [
+            ([u for u in n.gpu_uuids if u not in n.used_gpus] if n.used_gpus else list(n.gpu_uuids))
+            if n.gpu_uuids
+            else none
+            for n in nodes
         ]
         self.version = [0] * len(nodes)
         by_key: dict[tuple, _Class] = {}
         self.node_class: list[_Class] = []
-        append_class = self.node_class.append
+        append_class, class_key = self.node_class.append, relevant.class_key
         for i, node in enumerate(nodes):
-            key = relevant.class_key(node)
+            key = class_key(node)
             cls = by_key.get(key)
             if cls is None:
                 cls = by_key[key] = _Class(node)
             cls.members.append(i)
-            score = self.cpu[i] / 1000 + self.mem[i] / GIB + GPU_WEIGHT * len(self.gpus[i])
+            score = cpu[i] / 1000 + mem[i] / GIB + GPU_WEIGHT * len(gpus[i])
             cls.entries.append((-score, node.id, i, 0))
             append_class(cls)
         self.classes = list(by_key.values())  # in order of their lowest node id: deterministic
