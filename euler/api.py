@@ -83,3 +83,18 @@ class StrictSerializer(serializers.Serializer):
                 {unknown[0]: [serializers.ErrorDetail(f"Unknown field {unknown[0]!r}.", code="unknown_field")]}
             )
         return super().to_internal_value(data)
+
+
+def paginated(serializer_class):
+    """The schema of one page ({count, next, previous, results}) for APIViews that paginate by hand."""
+    from drf_spectacular.utils import inline_serializer
+
+    return inline_serializer(
+        name=f"Paginated{serializer_class.__name__}List",
+        fields={
+            "count": serializers.IntegerField(),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": serializer_class(many=True),
+        },
+    )

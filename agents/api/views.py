@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 from agents import services
 from agents.api.serializers import AgentCreateIn, AgentOut, AgentPatchIn, InstanceIn, InstanceOut, InstancePatchIn
 from agents.models import Agent, AgentInstance
-from euler.api import Pagination, request_project
+from euler.api import Pagination, paginated, request_project
 
 
 def _agents(request):
@@ -17,7 +17,7 @@ def _agents(request):
 
 
 class AgentListView(APIView):
-    @extend_schema(responses=AgentOut(many=True), summary="List the project's agents with instance health")
+    @extend_schema(responses=paginated(AgentOut), summary="List the project's agents with instance health")
     def get(self, request):
         paginator = Pagination()
         page = paginator.paginate_queryset(_agents(request), request, view=self)

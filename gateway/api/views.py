@@ -1,4 +1,5 @@
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,6 +13,7 @@ from gateway.stats import WINDOWS, agent_stats
 class AgentStatsView(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("window", str, enum=list(WINDOWS), default="1h")],
+        responses=OpenApiTypes.OBJECT,
         summary="Invocation figures of an agent: calls, success rate, latency percentiles",
     )
     def get(self, request, name: str):

@@ -7,7 +7,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, request_project
+from euler.api import Pagination, paginated, request_project
 from jobs import selectors, services
 from jobs.api.serializers import JobCreateSerializer, JobDetailSerializer, JobSerializer
 
@@ -21,7 +21,7 @@ class JobListCreateView(APIView):
     @extend_schema(
         operation_id="jobs_list",
         parameters=[OpenApiParameter("state", str, description="comma-separated job states")],
-        responses=JobSerializer(many=True),
+        responses=paginated(JobSerializer),
     )
     def get(self, request):
         jobs = selectors.job_list(project=request_project(request), state=request.query_params.get("state"))

@@ -17,7 +17,7 @@ class EnrollmentTokenOut(serializers.ModelSerializer):
     prefix = serializers.SerializerMethodField()
     platform = serializers.SerializerMethodField()
     used = serializers.SerializerMethodField()
-    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    node = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
 
     class Meta:
         model = EnrollmentToken

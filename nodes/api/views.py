@@ -3,7 +3,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, request_project
+from euler.api import Pagination, paginated, request_project
 from euler.errors import NotFound
 from nodes import selectors, services
 from nodes.api.serializers import (
@@ -45,7 +45,7 @@ class NodeDetailView(APIView):
 
 
 class EnrollmentTokenListView(APIView):
-    @extend_schema(responses=EnrollmentTokenOut(many=True), summary="List enrollment tokens (never the secrets)")
+    @extend_schema(responses=paginated(EnrollmentTokenOut), summary="List enrollment tokens (never the secrets)")
     def get(self, request):
         tokens = selectors.enrollment_tokens_for(project=request_project(request), staff=_is_staff(request))
         paginator = Pagination()

@@ -7,7 +7,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, request_project, require_owner
+from euler.api import Pagination, paginated, request_project, require_owner
 from quotas import invitations, members
 from quotas.api.serializers import (
     InvitationCreatedOut,
@@ -26,7 +26,7 @@ def _paginated(view, request, queryset, serializer):
 
 
 class InvitationListView(APIView):
-    @extend_schema(responses=InvitationOut(many=True), summary="List the project's invitations (never the tokens)")
+    @extend_schema(responses=paginated(InvitationOut), summary="List the project's invitations (never the tokens)")
     def get(self, request):
         return _paginated(self, request, invitations.invitations_for(request_project(request)), InvitationOut)
 
@@ -61,7 +61,7 @@ class InvitationDetailView(APIView):
 
 
 class MemberListView(APIView):
-    @extend_schema(responses=MemberOut(many=True), summary="List the project's members and their roles")
+    @extend_schema(responses=paginated(MemberOut), summary="List the project's members and their roles")
     def get(self, request):
         return _paginated(self, request, members.members_of(request_project(request)), MemberOut)
 

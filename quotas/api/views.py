@@ -3,7 +3,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, request_project
+from euler.api import Pagination, paginated, request_project
 from quotas import selectors, services
 from quotas.api.serializers import ApiKeyCreatedOut, ApiKeyCreateIn, ApiKeyOut, ProjectOut
 from quotas.auth import ApiKeyUser
@@ -17,7 +17,7 @@ class ProjectView(APIView):
 
 
 class ApiKeyListView(APIView):
-    @extend_schema(responses=ApiKeyOut(many=True), summary="List the project's API keys (never the secrets)")
+    @extend_schema(responses=paginated(ApiKeyOut), summary="List the project's API keys (never the secrets)")
     def get(self, request):
         keys = ApiKey.objects.filter(project=request_project(request))
         paginator = Pagination()
