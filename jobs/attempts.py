@@ -73,6 +73,11 @@ def _settle_job(job: Job, attempt: Attempt, *, outcome: str, reason: str, exit_c
     )
 
 
+def end_attempt(attempt_id: int, job_id: int, **kwargs) -> bool:
+    """End an active attempt with an outcome and reason (for other server-side backstops)."""
+    return _end(attempt_id, job_id, **kwargs)
+
+
 def _end(attempt_id: int, job_id: int, *, outcome: str, reason: str, exit_code=None, message="", now, **extra) -> bool:
     """End an active attempt (conditional UPDATE) and settle its job; False when it had already ended."""
     job = transitions.lock(job_id)
@@ -81,14 +86,8 @@ def _end(attempt_id: int, job_id: int, *, outcome: str, reason: str, exit_code=N
     )
     if updated != 1 or job is None:
         return False
+    usage.meter(attempt_id=attempt_id, until=now)
     attempt = Attempt.objects.get(pk=attempt_id)
-    usage.book_attempt(
-        project_id=job.project_id,
-        cpu_milli=attempt.cpu_milli,
-        gpu_count=len(attempt.gpu_uuids or []),
-        started_at=attempt.started_at,
-        ended_at=attempt.ended_at,
-    )
     _settle_job(job, attempt, outcome=outcome, reason=reason, exit_code=exit_code, now=now)
     schedule_on_commit()  # its resources are free
     return True

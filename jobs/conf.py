@@ -23,4 +23,5 @@ EULER_JOB_MISSING_GRACE = env_float("EULER_JOB_MISSING_GRACE", 20.0, minimum=1)
 BEAT_SCHEDULE: dict = {
     "jobs-schedule-pass": {"task": "jobs.tasks.schedule", "schedule": timedelta(seconds=EULER_SCHEDULER_INTERVAL)},
     "jobs-sweep": {"task": "jobs.tasks.sweep", "schedule": timedelta(seconds=5)},
+    "jobs-enforce-budgets": {"task": "jobs.tasks.enforce_budgets", "schedule": timedelta(seconds=15)},
 }

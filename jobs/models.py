@@ -82,6 +82,8 @@ class Attempt(models.Model):
     stop_sent_at = models.DateTimeField(null=True, blank=True)
     log_bytes = models.BigIntegerField(default=0)
     log_truncated = models.BooleanField(default=False)
+    # Usage is booked up to this instant (compare-and-set), so each second is counted exactly once.
+    metered_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["job_id", "number"]

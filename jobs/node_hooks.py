@@ -76,7 +76,7 @@ def poll_provider(node) -> tuple[list[protocol.Assignment], list[protocol.Comman
 def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
     """Stop containers the node runs for attempts that are not current (or must stop); settle the attempts
     whose containers the node no longer lists. At most two indexed queries per heartbeat."""
-    from jobs import attempts
+    from jobs import attempts, usage
 
     now = timezone.now()
     listed = {r.attempt_id for r in hb.running}
@@ -99,6 +99,8 @@ def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
             if not current or row["stop_reason"]:
                 reason = (row or {}).get("stop_reason") or "stale_attempt"
                 commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
+            elif row["state"] == AttemptState.RUNNING:
+                usage.meter(attempt_id=attempt_id, until=now)  # accrue while it runs
     stopped_before = now - timedelta(seconds=2)
     started_before = now - timedelta(seconds=settings.EULER_JOB_MISSING_GRACE)
     unlisted = (

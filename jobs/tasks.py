@@ -26,3 +26,11 @@ def sweep() -> None:
 
     attempts.deadlines_expire()
     attempts.offline_sweep()
+
+
+@shared_task(name="jobs.tasks.enforce_budgets", ignore_result=True)
+def enforce_budgets() -> None:
+    """Accrue running attempts' usage and stop the jobs of projects past their CPU/GPU budget."""
+    from jobs import usage
+
+    usage.enforce_budgets()

@@ -1,5 +1,6 @@
-"""Job usage in the quota ledger: CPU core-seconds and GPU-seconds of each attempt that ran, booked by
-UTC day when the attempt ends; and the budget check that refuses new jobs once a budget is spent."""
+"""Job usage in the quota ledger: CPU core-seconds and GPU-seconds of each running attempt, booked by UTC
+day as heartbeats arrive and when the attempt ends (each second exactly once); the budget check that
+refuses new jobs once a budget is spent; and the enforcement that stops running jobs past the grace."""
 
 from __future__ import annotations
 
@@ -54,6 +55,95 @@ def book_attempt(*, project_id: int, cpu_milli: int, gpu_count: int, started_at,
             _add(project_id, day, resource, amount)
 
 
+def meter(*, attempt_id: int, until: datetime) -> float:
+    """Book the attempt's usage from where it was last metered up to `until`; returns the seconds booked.
+
+    A compare-and-set on `metered_until` makes replayed or concurrent heartbeats and reports harmless:
+    whoever moves the mark books that span, everyone else books nothing.
+    """
+    from jobs.models import Attempt
+
+    row = (
+        Attempt.objects.filter(pk=attempt_id)
+        .values("started_at", "metered_until", "cpu_milli", "gpu_uuids", "job__project_id")
+        .first()
+    )
+    if row is None or row["started_at"] is None:
+        return 0.0
+    since = row["metered_until"] or row["started_at"]
+    if until <= since:
+        return 0.0
+    with transaction.atomic():
+        moved = Attempt.objects.filter(pk=attempt_id)
+        if row["metered_until"] is None:
+            moved = moved.filter(metered_until__isnull=True)
+        else:
+            moved = moved.filter(metered_until=row["metered_until"])
+        if moved.update(metered_until=until) != 1:
+            return 0.0
+        book_attempt(
+            project_id=row["job__project_id"],
+            cpu_milli=row["cpu_milli"],
+            gpu_count=len(row["gpu_uuids"] or []),
+            started_at=since,
+            ended_at=until,
+        )
+    return (until - since).total_seconds()
+
+
+def over_budget(*, project_id: int) -> set[str]:
+    """The resources whose use passed the budget by more than EULER_QUOTA_GRACE."""
+    from quotas.models import Project, Quota
+    from quotas.selectors import project_usage
+
+    quota = Quota.objects.filter(project_id=project_id).first()
+    if quota is None:
+        return set()
+    used = project_usage(Project(pk=project_id))
+    grace = 1 + settings.EULER_QUOTA_GRACE
+    limits = {"cpu_core_seconds": quota.cpu_core_seconds, "gpu_seconds": quota.gpu_seconds}
+    return {name for name, limit in limits.items() if used.get(name, 0.0) > limit * grace}
+
+
+def enforce_budgets(*, now: datetime | None = None) -> int:
+    """Meter every running attempt up to now, then stop the running jobs of projects past their budget
+    (plus grace): all of them for CPU, the GPU ones for GPU. Returns how many attempts were stopped."""
+    from django.utils import timezone
+
+    from jobs import attempts
+    from jobs.models import Attempt
+    from jobs.services import wake_on_commit
+    from jobs.states import ATTEMPT_ACTIVE, AttemptState
+
+    now = now or timezone.now()
+    running = list(Attempt.objects.filter(state=AttemptState.RUNNING).values_list("pk", "job__project_id", "gpu_uuids"))
+    for attempt_id, _, _ in running:
+        meter(attempt_id=attempt_id, until=now)
+    stopped = 0
+    for project_id in sorted({p for _, p, _ in running}):
+        over = over_budget(project_id=project_id)
+        if not over:
+            continue
+        victims = Attempt.objects.filter(job__project_id=project_id, state__in=ATTEMPT_ACTIVE, stop_reason="")
+        if "cpu_core_seconds" not in over:
+            victims = victims.exclude(gpu_uuids=[])
+        resource = "CPU core-seconds" if "cpu_core_seconds" in over else "GPU-seconds"
+        for attempt_id, job_id, node_id in victims.values_list("pk", "job_id", "node_id"):
+            with transaction.atomic():
+                if attempts.end_attempt(
+                    attempt_id,
+                    job_id,
+                    outcome=AttemptState.FAILED,
+                    reason="quota_exceeded",
+                    message=f"the project used its {resource} budget for this period",
+                    now=now,
+                    stop_reason="quota_exceeded",
+                ):
+                    stopped += 1
+                    wake_on_commit(node_id)
+    return stopped
+
+
 def check_budget(*, project, gpu_count: int) -> None:
     """429 quota_exceeded when the period's CPU budget (or GPU budget, for a GPU job) is spent."""
     from quotas.models import Quota
@@ -63,12 +153,11 @@ def check_budget(*, project, gpu_count: int) -> None:
     if quota is None:
         return
     used = project_usage(project)
-    grace = 1 + settings.EULER_QUOTA_GRACE
     wanted = [("cpu_core_seconds", quota.cpu_core_seconds)]
     if gpu_count:
         wanted.append(("gpu_seconds", quota.gpu_seconds))
     for resource, limit in wanted:
-        if used.get(resource, 0.0) >= limit * grace:
+        if used.get(resource, 0.0) >= limit:
             raise QuotaExceeded(
                 f"The project has used its {resource.replace('_', ' ')} budget for this period "
                 f"({used[resource]:.0f} of {limit}).",
