@@ -99,3 +99,34 @@ def test_a_pass_is_refused_while_another_holds_the_advisory_lock(project, make_n
         (stats,) = _in_threads(cycle.one_pass, 1)
     assert stats.busy and stats.placed == 0
     assert cycle.one_pass().placed == 1
+
+
+def test_fifty_parallel_submissions_never_run_more_than_the_concurrency_quota(project, make_node, client_for):
+    """50 submits through the API in parallel threads, each firing its on-commit pass, plus extra passes:
+    no more than 3 jobs are ever assigned or running (nothing ends, so the final count is the maximum)."""
+    from quotas.models import Quota
+    from quotas.services import apikey_create
+
+    Quota.objects.filter(project=project).update(max_concurrent_jobs=3)
+    for _ in range(4):
+        make_node(cpu_milli=64000, memory_bytes=64 * GIB)
+    _, secret = apikey_create(project=project, label="parallel")
+    submitted = []
+
+    def submit():
+        api = client_for(secret)
+        codes = []
+        for i in range(5):
+            r = api.post("/api/v1/jobs", seed_body(name=f"p{i}"), format="json")
+            codes.append(r.status_code)
+            cycle.run()
+        return codes
+
+    submitted = [code for codes in _in_threads(submit, 10) for code in codes]
+    assert submitted == [201] * 50
+    _in_threads(lambda: cycle.one_pass(batch=5).placed, 4)
+    assert Attempt.objects.filter(state__in=ATTEMPT_ACTIVE).count() == 3
+    assert Job.objects.filter(state__in=["assigned", "running"]).count() == 3
+    held = Job.objects.filter(state="queued")
+    assert held.count() == 47
+    assert all(reason.startswith("concurrency_quota") for reason in held.values_list("pending_reason", flat=True))
