@@ -38,6 +38,15 @@ def project_usage(project: Project, now=None) -> dict[str, float]:
     used = {r.value: 0.0 for r in Resource}
     for row in rows:
         used[row["resource"]] = float(row["total"] or 0)
+    # The live invocation counter already includes what the ledger holds plus calls not yet flushed.
+    try:
+        from euler.redis import client
+
+        live = client().get(f"euler:inv:used:{project.pk}:{start:%Y%m}")
+    except Exception:  # noqa: BLE001 - Redis down: the ledger alone is still a fair answer
+        live = None
+    if live is not None:
+        used[Resource.INVOCATIONS.value] = max(used[Resource.INVOCATIONS.value], float(live))
     return used
 
 
