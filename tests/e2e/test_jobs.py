@@ -84,15 +84,17 @@ class Euler:
         assert r.status_code == 200, r.text
         return r.text
 
-    def containers(self, attempt_id: int) -> list:
-        return docker.from_env().containers.list(all=True, filters={"label": f"{protocol.LABEL_ATTEMPT}={attempt_id}"})
+    def containers(self, attempt_id: int) -> list[str]:
+        """Ids of the attempt's containers (the low-level list: no inspect that races the agent's removal)."""
+        found = docker.from_env().api.containers(all=True, filters={"label": f"{protocol.LABEL_ATTEMPT}={attempt_id}"})
+        return [c["Id"] for c in found]
 
     def cleanup(self) -> None:
         client = docker.from_env()
         for name in self.node_names:
-            for c in client.containers.list(all=True, filters={"label": f"{protocol.LABEL_NODE}={name}"}):
+            for c in client.api.containers(all=True, filters={"label": f"{protocol.LABEL_NODE}={name}"}):
                 with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # the agent got there first
-                    c.remove(force=True)
+                    client.api.remove_container(c["Id"], force=True)
 
 
 @pytest.fixture
@@ -134,7 +136,8 @@ def test_a_running_job_is_hardened_and_cancel_stops_and_removes_its_container(eu
     job = euler.submit(["sh", "-c", TRAP + "sleep 60 & wait"], cpu_milli=500, memory_bytes=96 * 1024 * 1024)
     running = euler.wait_state(job["id"], {"running"})
     attempt_id = running["attempts"][-1]["id"]
-    (container,) = euler.containers(attempt_id)
+    (container_id,) = euler.containers(attempt_id)
+    container = docker.from_env().containers.get(container_id)
     host = container.attrs["HostConfig"]
     assert host["CapDrop"] == ["ALL"]
     assert host["SecurityOpt"] == ["no-new-privileges:true"]
