@@ -129,7 +129,9 @@ class AttemptRun:
                 self.request_stop("timeout")
             if self._stop_requested.is_set() and not self._stopping:
                 self._stopping = True
-                threading.Thread(target=runner.stop, args=(cid,), kwargs={"grace": self.ex.stop_grace}).start()
+                threading.Thread(
+                    target=runner.stop, args=(cid,), kwargs={"grace": self.ex.stop_grace}, daemon=True
+                ).start()
             if self.stale:
                 raise Stale("stale_attempt")
             self.shipper.ship()
