@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import hypothesis
@@ -24,6 +25,19 @@ NOT_DRF = r"/invoke"
 
 def examples_per_operation() -> int:
     return int(os.environ.get("EULER_FUZZ_EXAMPLES", "4"))
+
+
+def seed_from_env() -> int | None:
+    """`make test` generates the same cases every run; bench/fuzz.py asks for random ones (or a replay seed)."""
+    if "EULER_FUZZ_SEED" in os.environ:
+        return int(os.environ["EULER_FUZZ_SEED"])
+    if os.environ.get("EULER_FUZZ_RANDOM"):
+        import random
+
+        seed = random.randrange(2**32)
+        print(f"fuzz seed: {seed}")
+        return seed
+    return None
 
 
 @dataclass
@@ -50,10 +64,13 @@ def in_test_transaction():
         signals.request_finished.connect(close_old_connections)
 
 
-def fuzz(api_key: str, *, examples: int, seed: int | None = None) -> Outcome:
-    """Run every operation of the schema; collect failures instead of stopping at the first."""
+def fuzz(new_key: Callable[[], str], *, examples: int, seed: int | None = None) -> Outcome:
+    """Run every operation of the schema; collect failures instead of stopping at the first.
+
+    `new_key` mints a project API key: the fuzzer may well revoke its own (DELETE /api-keys/{id}),
+    and then gets a fresh one rather than fuzzing the rest behind 401s."""
     app = get_wsgi_application()
-    headers = {"X-Euler-API-Key": api_key}
+    headers = {"X-Euler-API-Key": new_key()}
     outcome = Outcome()
     with in_test_transaction():
         schema = schemathesis.openapi.from_wsgi(SCHEMA_PATH, app, headers=headers)
@@ -61,11 +78,11 @@ def fuzz(api_key: str, *, examples: int, seed: int | None = None) -> Outcome:
         for result in schema.get_all_operations():
             operation = result.ok()
             outcome.operations += 1
-            _fuzz_operation(operation, app, headers, examples, seed, outcome)
+            _fuzz_operation(operation, app, headers, examples, seed, outcome, new_key)
     return outcome
 
 
-def _fuzz_operation(operation, app, headers, examples, seed, outcome: Outcome) -> None:
+def _fuzz_operation(operation, app, headers, examples, seed, outcome: Outcome, new_key) -> None:
     strategy = operation.as_strategy()
 
     @hypothesis.settings(
@@ -85,6 +102,9 @@ def _fuzz_operation(operation, app, headers, examples, seed, outcome: Outcome) -
             outcome.statuses[500] = outcome.statuses.get(500, 0) + 1
             outcome.failures.append(f"{operation.label}: raised {exc!r}")
             return
+        if response.status_code == 401:
+            headers["X-Euler-API-Key"] = new_key()
+            response = case.call(app=app, headers=headers)
         outcome.statuses[response.status_code] = outcome.statuses.get(response.status_code, 0) + 1
         try:
             case.validate_response(response, checks=CHECKS, headers=headers)
