@@ -86,7 +86,7 @@ class SimNode(threading.Thread):
                         continue  # redelivered: already ours
                     self.seen.add(a["attempt_id"])
                     self.call(f"attempts/{a['attempt_id']}/report", {"state": "running", "container_id": "sim"})
-                    self.running[a["attempt_id"]] = time.monotonic() + self.rng.uniform(0.1, 0.8)
+                    self.running[a["attempt_id"]] = time.monotonic() + self.rng.uniform(0.2, 2.0)
                 for c in reply.get("commands", []):
                     if self.running.pop(c["attempt_id"], None) is not None:
                         body = {"state": "ended", "reason": c.get("reason") or "cancelled", "exit_code": 143}
@@ -96,11 +96,12 @@ class SimNode(threading.Thread):
                 time.sleep(0.2)
 
 
-def overbooked(attempts: list[dict], capacity: dict[str, tuple[int, int]]) -> list[str]:
+def overbooked(attempts: list[dict], capacity: dict[str, tuple[int, int]]) -> tuple[list[str], float]:
     """Pure check over the attempts ledger: every instant at which a node holds more CPU or memory than it
-    has, or one GPU UUID twice. An attempt holds its share from `created_at` (placement) to `ended_at`;
-    at equal instants releases count before placements."""
-    problems = []
+    has, or one GPU UUID twice; and the peak share of a node's CPU or memory ever held (how hard the run
+    pressed). An attempt holds its share from `created_at` (placement) to `ended_at`; at equal instants
+    releases count before placements."""
+    problems, peak = [], 0.0
     by_node: dict[str, list[tuple]] = {}
     for a in attempts:
         end = a["ended_at"] if a["ended_at"] is not None else float("inf")
@@ -113,13 +114,14 @@ def overbooked(attempts: list[dict], capacity: dict[str, tuple[int, int]]) -> li
             sign = 1 if kind else -1
             cpu += sign * a["cpu_milli"]
             mem += sign * a["memory_bytes"]
+            peak = max(peak, cpu / cpu_cap, mem / mem_cap)
             for g in a["gpu_uuids"]:
                 gpus[g] = gpus.get(g, 0) + sign
                 if gpus[g] > 1:
                     problems.append(f"{node}: GPU {g} held twice at {at} (attempt {a['id']})")
             if cpu > cpu_cap or mem > mem_cap:
                 problems.append(f"{node}: {cpu} mCPU / {mem} B held at {at} (attempt {a['id']})")
-    return problems
+    return problems, peak
 
 
 def test_the_overbooking_check_sees_a_gpu_held_twice_and_cpu_over_capacity():
@@ -134,9 +136,9 @@ def test_the_overbooking_check_sees_a_gpu_held_twice_and_cpu_over_capacity():
     }
     b = a | {"id": 2, "created_at": 5, "ended_at": 12}
     c = a | {"id": 3, "created_at": 10, "ended_at": 20, "gpu_uuids": []}  # starts as `a` ends: fine
-    assert len(overbooked([a, b], {"n": (8000, 10)})) == 1
-    assert len(overbooked([a, b], {"n": (4000, 10)})) == 2
-    assert overbooked([a, c], {"n": (4000, 10)}) == []
+    assert len(overbooked([a, b], {"n": (8000, 10)})[0]) == 1
+    assert len(overbooked([a, b], {"n": (4000, 10)})[0]) == 2
+    assert overbooked([a, c], {"n": (4000, 10)}) == ([], 0.75)
 
 
 def _require_postgres() -> None:
@@ -207,28 +209,29 @@ def test_two_webs_two_workers_and_beat_never_double_book_twenty_nodes(platform_f
         sim.enroll()
         node_approve(node=Node.objects.get(name=sim.node_name), trust="platform", public_pool=True)
         nodes.append(sim)
+    _, key = apikey_create(project=project, label="scaleout")
+    clients = [httpx.Client(base_url=u + "/api/v1/", headers={"X-Euler-API-Key": key}, timeout=60) for u in urls]
+    shapes = [(rng.choice([500, 1000, 2000]), rng.choice([512, 1024, 3072]) << 20, int(rng.random() < 0.2))
+              for _ in range(N_JOBS)]  # fmt: skip
+
+    def submit(i: int) -> int:
+        cpu, mem, gpu = shapes[i]
+        body = {"name": f"so-{i}", "image": "sim", "command": ["true"], "cpu_milli": cpu, "memory_bytes": mem,
+                "gpu_count": gpu, "timeout_seconds": 600, "max_retries": 0}  # fmt: skip
+        r = clients[i % 2].post("jobs", json=body)
+        assert r.status_code == 201, r.text
+        return r.json()["id"]
+
+    # Half the jobs wait in the queue before any node is online, so that the first passes fill every node
+    # to the brim at once; the other half arrive while those run.
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        job_ids = list(pool.map(submit, range(N_JOBS // 2)))
     try:
         for sim in nodes:
             sim.start()
-        names = [s.node_name for s in nodes]
-        platform.wait_for(lambda: Node.objects.filter(name__in=names, online=True).count() == N_NODES, "nodes online")
-
-        _, key = apikey_create(project=project, label="scaleout")
-        clients = [httpx.Client(base_url=u + "/api/v1/", headers={"X-Euler-API-Key": key}, timeout=60) for u in urls]
-        shapes = [(rng.choice([500, 1000, 2000]), rng.choice([512, 1024, 3072]) << 20, int(rng.random() < 0.2))
-                  for _ in range(N_JOBS)]  # fmt: skip
-
-        def submit(i: int) -> int:
-            cpu, mem, gpu = shapes[i]
-            body = {"name": f"so-{i}", "image": "sim", "command": ["true"], "cpu_milli": cpu, "memory_bytes": mem,
-                    "gpu_count": gpu, "timeout_seconds": 600, "max_retries": 0}  # fmt: skip
-            r = clients[i % 2].post("jobs", json=body)
-            assert r.status_code == 201, r.text
-            return r.json()["id"]
-
-        started = time.monotonic()
         with ThreadPoolExecutor(4) as pool:
-            job_ids = list(pool.map(submit, range(N_JOBS)))
+            job_ids += list(pool.map(submit, range(N_JOBS // 2, N_JOBS)))
         submitted = time.monotonic() - started
 
         def all_ended() -> bool:
@@ -244,7 +247,7 @@ def test_two_webs_two_workers_and_beat_never_double_book_twenty_nodes(platform_f
 
     attempts, ends = _ledgers(job_ids)
     capacity = {s.node_name: (NODE_CPU, NODE_MEMORY) for s in nodes}
-    problems = overbooked(attempts, capacity)
+    problems, peak = overbooked(attempts, capacity)
     not_once = {j: n for j, n in ends.items() if n != 1}
     states = dict.fromkeys(TERMINAL, 0)
     for state in Job.objects.filter(pk__in=job_ids).values_list("state", flat=True):
@@ -254,7 +257,7 @@ def test_two_webs_two_workers_and_beat_never_double_book_twenty_nodes(platform_f
     print(
         f"scale-out: {N_JOBS} jobs, {len(attempts)} attempts on {used}/{N_NODES} nodes, submitted in {submitted:.1f} s,"
         f" all ended in {elapsed:.1f} s ({N_JOBS / elapsed:.1f} jobs/s); states {states};"
-        f" double-booked instants {len(problems)}; jobs not ended exactly once {len(not_once)};"
+        f" peak share of a node held {peak:.0%}; double-booked instants {len(problems)}; jobs not ended exactly once {len(not_once)};"
         f" node-side errors {len(errors)}"
     )
     assert problems == []
