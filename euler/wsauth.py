@@ -5,13 +5,24 @@ from __future__ import annotations
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 
+from euler.ratelimit import RateLimited
+
+CLOSE_RATE_LIMITED = 4429
+
 
 @database_sync_to_async
-def _project_for_key(raw: str):
-    from quotas.services import apikey_authenticate
+def _project_for_key(raw: str, who: str | None):
+    """The key's project or None; raises RateLimited past the failed-guess limit (as the HTTP API does)."""
+    from quotas.auth import apikey_authenticate_limited
 
-    key = apikey_authenticate(raw=raw)
+    key = apikey_authenticate_limited(raw=raw, who=who)
     return key.project if key else None
+
+
+async def _refuse(receive, send, code: int) -> None:
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": code})
 
 
 class ApiKeyOrSessionMiddleware:
@@ -23,7 +34,11 @@ class ApiKeyOrSessionMiddleware:
         scope["euler_project"] = None
         for name, value in scope.get("headers", []):
             if name == b"x-euler-api-key":
-                scope["euler_project"] = await _project_for_key(value.decode("latin-1"))
+                client = scope.get("client") or ("", 0)
+                try:
+                    scope["euler_project"] = await _project_for_key(value.decode("latin-1"), client[0] or "unknown")
+                except RateLimited:
+                    return await _refuse(receive, send, CLOSE_RATE_LIMITED)
                 scope["euler_api_key"] = True
                 break
         return await self.inner(scope, receive, send)

@@ -12,17 +12,18 @@ from django.db import close_old_connections
 from django.middleware.csrf import CsrfViewMiddleware
 
 from euler.errors import EulerError, Forbidden, NotFound, Unauthorized
+from euler.ratelimit import client_ip
 
 _keys: dict[str, tuple[int, float]] = {}  # sha256(secret) -> (project id, looked up at)
 _refreshing: dict[str, asyncio.Future] = {}
 _MAX_CACHED = 10_000
 
 
-def _key_project(raw: str) -> int | None:
-    from quotas.services import apikey_authenticate
+def _key_project(raw: str, who: str | None = None) -> int | None:
+    from quotas.auth import apikey_authenticate_limited
 
     close_old_connections()
-    key = apikey_authenticate(raw=raw)
+    key = apikey_authenticate_limited(raw=raw, who=who)  # guesses count, and answer 429, as on the API
     return key.project_id if key else None
 
 
@@ -59,15 +60,15 @@ async def project_id_for(request) -> int:
                     _refreshing[digest] = task = asyncio.ensure_future(_lookup(raw, digest))
                     task.add_done_callback(lambda _t: _refreshing.pop(digest, None))
                 return cached[0]
-        project_id = await _lookup(raw, digest)
+        project_id = await _lookup(raw, digest, who=client_ip(request))
         if project_id is None:
             raise Unauthorized("The API key is unknown or revoked.", code="invalid_api_key")
         return project_id
     return await _session_caller(request)
 
 
-async def _lookup(raw: str, digest: str) -> int | None:
-    project_id = await _akey_project(raw)
+async def _lookup(raw: str, digest: str, who: str | None = None) -> int | None:
+    project_id = await _akey_project(raw, who)
     if project_id is None:
         _keys.pop(digest, None)
         return None

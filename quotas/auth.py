@@ -31,21 +31,28 @@ class ApiKeyUser(AnonymousUser):
         return "api-key"
 
 
+def apikey_authenticate_limited(*, raw: str, who: str | None):
+    """The ApiKey behind `raw`, or None. Failed guesses are counted per client address (`who`), one
+    budget for every door that takes a key (API, gateway, websocket); past the limit: RateLimited (429)."""
+    limit, window = ratelimit.auth_failure_limit()
+    if who:
+        ratelimit.check("apikey", who, limit=limit, window=window)
+    key = apikey_authenticate(raw=raw.strip())
+    if key is None and who:
+        ratelimit.spend("apikey", who, window=window)
+    return key
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         raw = request.META.get(HEADER)
         if raw is None:
             return None
-        # Failed guesses are counted per client address; past the limit every try answers 429.
-        limit, window = ratelimit.auth_failure_limit()
-        who = ratelimit.client_ip(request)
         try:
-            ratelimit.check("apikey", who, limit=limit, window=window)
+            key = apikey_authenticate_limited(raw=raw, who=ratelimit.client_ip(request))
         except ratelimit.RateLimited as exc:
             raise exceptions.Throttled(wait=exc.extra["retry_after"]) from None
-        key = apikey_authenticate(raw=raw.strip())
         if key is None:
-            ratelimit.spend("apikey", who, window=window)
             raise InvalidApiKey()
         return ApiKeyUser(), key
 

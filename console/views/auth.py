@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from console.views.common import error_message, no_store
+from euler import ratelimit
 from euler.errors import Conflict, NotFound
 from quotas import invitations
 from quotas.invitations import InvitationClosed
@@ -51,9 +52,20 @@ _CLOSED_TEXT = {
 def join(request, token: str):
     """GET shows what the link offers (never consumes it, so link previews are harmless); POST joins."""
     context = {"token": token, "invitation": None, "problem": None}
+    # Links are guessable only by brute force: unknown tokens are counted per address, then 429.
+    limit, window = ratelimit.auth_failure_limit()
+    who = ratelimit.client_ip(request)
+    try:
+        ratelimit.check("join", who, limit=limit, window=window)
+    except ratelimit.RateLimited as exc:
+        context["problem"] = _("Too many attempts; wait a minute and try again.")
+        response = render(request, "console/join.html", context, status=429)
+        response["Retry-After"] = str(exc.extra["retry_after"])
+        return no_store(response)
     try:
         invitation = invitations.invitation_lookup(token=token)
     except NotFound:
+        ratelimit.spend("join", who, window=window)
         context["problem"] = _("This invitation link is not valid.")
         return no_store(render(request, "console/join.html", context, status=404))
     context["invitation"] = invitation
