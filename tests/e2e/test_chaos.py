@@ -17,6 +17,7 @@ import random
 import signal
 import time
 import uuid
+from collections import Counter
 
 import docker
 import httpx
@@ -191,6 +192,9 @@ class Chaos:
             "missing_lines": missing,
             "not_succeeded": not_succeeded,
             "attempts": sum(len(v) for v in by_job.values()),
+            "retried": Counter(
+                f"{a.state}/{a.reason}: {a.message[:80]}" for v in by_job.values() for a in v if a.state != "succeeded"
+            ),
         }
 
 
@@ -232,7 +236,8 @@ def report(c: Chaos, v: dict) -> str:
     return (
         f"chaos: seed {SEED}, jobs {v['jobs']}, attempts {v['attempts']}, faults injected {v['faults']}"
         f" ({', '.join(c.faults)}), not ended exactly once {len(v['not_ended_once'])},"
-        f" lost {len(v['not_succeeded'])}, double runs {len(v['double_runs'])}, missing lines {len(v['missing_lines'])}"
+        f" lost {len(v['not_succeeded'])}, double runs {len(v['double_runs'])}, missing lines {len(v['missing_lines'])};"
+        f" attempts that did not succeed: {dict(v['retried']) or 'none'}"
     )
 
 
