@@ -98,3 +98,38 @@ def paginated(serializer_class):
             "results": serializer_class(many=True),
         },
     )
+
+
+ERROR_STATUSES = {
+    "400": "Invalid input (code names the problem: invalid, unknown_field, forbidden_option...)",
+    "401": "No or an unknown API key",
+    "403": "Not allowed to the caller (e.g. owner only)",
+    "404": "No such object in the caller's project",
+    "409": "Conflicts with the object's state",
+    "429": "Rate limited or over quota (see Retry-After)",
+}
+
+
+def error_responses(result, generator, request, public):
+    """drf-spectacular hook: every API operation documents the {code, detail} error answers it can give."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Error"] = {
+        "type": "object",
+        "required": ["code", "detail"],
+        "properties": {
+            "code": {"type": "string", "description": "stable, machine-readable"},
+            "detail": {"type": "string"},
+            "errors": {"type": "object", "description": "per-field messages (400 only)"},
+        },
+    }
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    for path, operations in result.get("paths", {}).items():
+        if not path.startswith("/api/v1/"):
+            continue
+        for method, operation in operations.items():
+            if method == "parameters":
+                continue
+            responses = operation.setdefault("responses", {})
+            for status_code, text in ERROR_STATUSES.items():
+                responses.setdefault(status_code, {"description": text, "content": content})
+    return result

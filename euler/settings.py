@@ -210,6 +210,8 @@ REST_FRAMEWORK = {
 if DEBUG:
     REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"].append("rest_framework.renderers.BrowsableAPIRenderer")
 
+from euler.converters import OPENAPI as ID_PATH_SCHEMA  # noqa: E402 - plain data, no Django imports
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Euler API",
     "DESCRIPTION": "Euler (欧拉智算) compute control plane: jobs, nodes, agents, quotas.",
@@ -224,6 +226,8 @@ SPECTACULAR_SETTINGS = {
         }
     },
     "SECURITY": [{"ApiKey": []}],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "euler.api.error_responses"],
+    "PATH_CONVERTER_OVERRIDES": {"id": ID_PATH_SCHEMA},
 }
 
 # --- i18n, static ---------------------------------------------------------------------------

@@ -5,5 +5,5 @@ from django.urls import path
 from jobs.consumers import JobLogsConsumer
 
 websocket_urlpatterns = [
-    path("ws/jobs/<int:job_id>/logs/", JobLogsConsumer.as_asgi()),
+    path("ws/jobs/<id:job_id>/logs/", JobLogsConsumer.as_asgi()),
 ]

@@ -3,5 +3,5 @@ from django.urls import path
 from jobs import logs_api
 
 urlpatterns = [
-    path("jobs/<int:job_id>/logs", logs_api.job_logs, name="job-logs"),
+    path("jobs/<id:job_id>/logs", logs_api.job_logs, name="job-logs"),
 ]

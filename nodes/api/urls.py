@@ -6,9 +6,9 @@ urlpatterns = [
     path("nodes", views.NodeListView.as_view(), name="nodes"),
     path("nodes/enrollment-tokens", views.EnrollmentTokenListView.as_view(), name="enrollment-tokens"),
     path(
-        "nodes/enrollment-tokens/<int:token_id>",
+        "nodes/enrollment-tokens/<id:token_id>",
         views.EnrollmentTokenDetailView.as_view(),
         name="enrollment-token-detail",
     ),
-    path("nodes/<int:node_id>", views.NodeDetailView.as_view(), name="node-detail"),
+    path("nodes/<id:node_id>", views.NodeDetailView.as_view(), name="node-detail"),
 ]

@@ -15,10 +15,14 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
-from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 SCHEMA_PATH = "/api/schema/?format=json"
-CHECKS = [not_a_server_error, content_type_conformance, response_schema_conformance]
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 # The gateway relays whatever the upstream answers: its bytes are not described by our schema.
 NOT_DRF = r"/invoke"
 

@@ -23,18 +23,18 @@ PATCH_ROLE = {"role": "owner"}
 
 # route -> (who calls it, [(method, body), ...]); every method the route serves that could touch the object.
 MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
-    "api/v1/api-keys/<int:key_id>": (API, [("delete", None)]),
-    "api/v1/project/invitations/<int:invitation_id>": (API, [("delete", None)]),
-    "api/v1/project/members/<int:user_id>": (API, [("patch", PATCH_ROLE), ("delete", None)]),
-    "api/v1/nodes/enrollment-tokens/<int:token_id>": (API, [("delete", None)]),
-    "api/v1/nodes/<int:node_id>": (API, [("get", None)]),
-    "api/v1/jobs/<int:job_id>": (API, [("get", None)]),
-    "api/v1/jobs/<int:job_id>/cancel": (API, [("post", {})]),
-    "api/v1/jobs/<int:job_id>/retry": (API, [("post", {})]),
-    "api/v1/jobs/<int:job_id>/logs": (API, [("get", None)]),
+    "api/v1/api-keys/<id:key_id>": (API, [("delete", None)]),
+    "api/v1/project/invitations/<id:invitation_id>": (API, [("delete", None)]),
+    "api/v1/project/members/<id:user_id>": (API, [("patch", PATCH_ROLE), ("delete", None)]),
+    "api/v1/nodes/enrollment-tokens/<id:token_id>": (API, [("delete", None)]),
+    "api/v1/nodes/<id:node_id>": (API, [("get", None)]),
+    "api/v1/jobs/<id:job_id>": (API, [("get", None)]),
+    "api/v1/jobs/<id:job_id>/cancel": (API, [("post", {})]),
+    "api/v1/jobs/<id:job_id>/retry": (API, [("post", {})]),
+    "api/v1/jobs/<id:job_id>/logs": (API, [("get", None)]),
     "api/v1/agents/<str:name>": (API, [("get", None), ("patch", {"description": "pwned"}), ("delete", None)]),
     "api/v1/agents/<str:name>/instances": (API, [("get", None), ("post", {"base_url": "http://127.0.0.1:10"})]),
-    "api/v1/agents/<str:name>/instances/<int:instance_id>": (
+    "api/v1/agents/<str:name>/instances/<id:instance_id>": (
         API,
         [("get", None), ("patch", {"weight": 50}), ("delete", None)],
     ),
@@ -42,23 +42,23 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
     "api/v1/agents/<str:name>/invoke": (API, [("get", None), ("post", {"q": 1})]),
     "api/v1/agents/<str:name>/invoke/<path:path>": (API, [("get", None), ("post", {"q": 1}), ("delete", None)]),
     # Node protocol: another node's report on alpha's attempt is fenced (409 stale_attempt, "stop it").
-    "node-api/v1/attempts/<int:attempt_id>/report": (
+    "node-api/v1/attempts/<id:attempt_id>/report": (
         NODE,
         [("post", {"state": "ended", "exit_code": 1, "reason": "exited"})],
     ),
-    "node-api/v1/attempts/<int:attempt_id>/logs": (
+    "node-api/v1/attempts/<id:attempt_id>/logs": (
         NODE,
         [("post", {"chunks": [{"seq": 5, "offset": 0, "stream": "stdout", "data": "forged\n"}]})],
     ),
-    "keys/<int:key_id>/revoke/": (CONSOLE, [("post", {})]),
-    "members/invitations/<int:invitation_id>/revoke/": (CONSOLE, [("post", {})]),
-    "members/<int:user_id>/role/": (CONSOLE, [("post", PATCH_ROLE)]),
-    "members/<int:user_id>/remove/": (CONSOLE, [("post", {})]),
-    "jobs/<int:job_id>/": (CONSOLE, [("get", None)]),
-    "jobs/<int:job_id>/cancel/": (CONSOLE, [("post", {})]),
-    "jobs/<int:job_id>/retry/": (CONSOLE, [("post", {})]),
+    "keys/<id:key_id>/revoke/": (CONSOLE, [("post", {})]),
+    "members/invitations/<id:invitation_id>/revoke/": (CONSOLE, [("post", {})]),
+    "members/<id:user_id>/role/": (CONSOLE, [("post", PATCH_ROLE)]),
+    "members/<id:user_id>/remove/": (CONSOLE, [("post", {})]),
+    "jobs/<id:job_id>/": (CONSOLE, [("get", None)]),
+    "jobs/<id:job_id>/cancel/": (CONSOLE, [("post", {})]),
+    "jobs/<id:job_id>/retry/": (CONSOLE, [("post", {})]),
     "agents/<str:name>/": (CONSOLE, [("get", None)]),
-    "ws/jobs/<int:job_id>/logs/": (WS, [("connect", None)]),
+    "ws/jobs/<id:job_id>/logs/": (WS, [("connect", None)]),
 }
 # Addressed by a secret, not by an object of a project: tested in test_rate_limits.py.
 NOT_PROJECT_SCOPED = {"join/<str:token>", "join/<str:token>/"}
@@ -157,7 +157,7 @@ async def test_another_projects_key_cannot_open_a_jobs_log_websocket(alpha, othe
     from euler.asgi import application
 
     headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"x-euler-api-key", other_api_key.encode())]
-    ws = WebsocketCommunicator(application, url("ws/jobs/<int:job_id>/logs/", alpha), headers=headers)
+    ws = WebsocketCommunicator(application, url("ws/jobs/<id:job_id>/logs/", alpha), headers=headers)
     connected, code = await ws.connect()
     if connected:
         closed = await ws.receive_output(timeout=5)
