@@ -62,6 +62,7 @@ class Chaos:
         self.nodes: list[str] = []
         self.faults: list[str] = []
         self.prefix = uuid.uuid4().hex[:6]
+        self.since = time.time()
 
     def add_node(self) -> str:
         from nodes.models import Node
@@ -160,6 +161,25 @@ class Chaos:
         )
         return list(jobs)
 
+    def container_runs(self) -> dict[int, list[tuple[float, float | None]]]:
+        """What Docker itself saw: each container's [start, die] per job, from the engine's event log
+        (independent of the server's ledger: a container the server thinks ended but that ran on counts)."""
+        events = docker.from_env().events(
+            since=int(self.since) - 1, until=int(time.time()) + 1, decode=True, filters={"type": "container"}
+        )
+        runs: dict[str, list] = {}
+        for e in events:
+            attrs = e.get("Actor", {}).get("Attributes", {})
+            if attrs.get(protocol.LABEL_NODE) not in self.nodes or e.get("Action") not in ("start", "die"):
+                continue
+            run = runs.setdefault(e["Actor"]["ID"], [int(attrs[protocol.LABEL_JOB]), None, None])
+            run[1 if e["Action"] == "start" else 2] = e["timeNano"] / 1e9
+        by_job: dict[int, list] = {}
+        for job_id, start, die in runs.values():
+            if start is not None:
+                by_job.setdefault(job_id, []).append((start, die))
+        return by_job
+
     def verdict(self, jobs: list) -> dict:
         from jobs.models import Attempt, JobEvent, LogChunk
 
@@ -171,12 +191,15 @@ class Chaos:
         for a in Attempt.objects.filter(job_id__in=ids).order_by("job_id", "number"):
             by_job.setdefault(a.job_id, []).append(a)
         double, missing, not_succeeded = [], [], []
+        containers = self.container_runs()
         for job in jobs:
             attempts = by_job.get(job.id, [])
             if overlapping(
                 [(a.started_at or a.created_at, a.ended_at) for a in attempts if a.started_at or a.ended_at]
             ):
                 double.append(job.name)
+            if overlapping(containers.get(job.id, [])):
+                double.append(f"{job.name} (containers)")
             if job.state != "succeeded":
                 not_succeeded.append(f"{job.name}: {job.state} {job.reason}")
                 continue
@@ -192,6 +215,7 @@ class Chaos:
             "missing_lines": missing,
             "not_succeeded": not_succeeded,
             "attempts": sum(len(v) for v in by_job.values()),
+            "containers": sum(len(v) for v in containers.values()),
             "retried": Counter(
                 f"{a.state}/{a.reason}: {a.message[:80]}" for v in by_job.values() for a in v if a.state != "succeeded"
             ),
@@ -234,7 +258,7 @@ def chaos(platform_factory, project, docker_engine):
 
 def report(c: Chaos, v: dict) -> str:
     return (
-        f"chaos: seed {SEED}, jobs {v['jobs']}, attempts {v['attempts']}, faults injected {v['faults']}"
+        f"chaos: seed {SEED}, jobs {v['jobs']}, attempts {v['attempts']}, containers {v['containers']}, faults injected {v['faults']}"
         f" ({', '.join(c.faults)}), not ended exactly once {len(v['not_ended_once'])},"
         f" lost {len(v['not_succeeded'])}, double runs {len(v['double_runs'])}, missing lines {len(v['missing_lines'])};"
         f" attempts that did not succeed: {dict(v['retried']) or 'none'}"
