@@ -13,7 +13,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
+from euler import redis as euler_redis
 from euler import tokens
 from nodeagent import protocol
 from nodes import channel, policy
@@ -206,6 +208,7 @@ def _control_plane_silence(candidates: list[tuple], now) -> bool:
     silent = (now - newest).total_seconds()
     if silent >= settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD:
         return False
+    _remember_silence(candidates)
     log.warning(
         "all %d online nodes silent for %.0f s: heartbeats are probably not reaching the control plane; "
         "not marking them offline before %.0f s of silence",
@@ -214,6 +217,48 @@ def _control_plane_silence(candidates: list[tuple], now) -> bool:
         settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD,
     )
     return True
+
+
+SILENCE_KEY = "euler:nodes:silence"  # node pk -> its last heartbeat when held by a control-plane silence
+
+
+def _stamp(value) -> str:
+    return value.isoformat()
+
+
+def _remember_silence(candidates: list[tuple]) -> None:
+    ttl = int(2 * settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD) + 60
+    try:
+        r = euler_redis.client()
+        pipe = r.pipeline()
+        pipe.hdel(SILENCE_KEY, "resumed")
+        pipe.hset(SILENCE_KEY, mapping={str(pk): _stamp(last) for pk, _, last in candidates})
+        pipe.expire(SILENCE_KEY, ttl)
+        pipe.execute()
+    except RedisError:
+        log.warning("could not record the control-plane silence in Redis", exc_info=True)
+
+
+def _after_silence(candidates: list[tuple], now) -> list[tuple]:
+    """Hosts reconnect one by one after a control-plane outage: a node held through the silence gets a whole
+    EULER_NODE_OFFLINE_AFTER from the moment heartbeats came back, rather than being judged by its
+    pre-outage heartbeat the instant the first other node returns (its finished work would be rerun)."""
+    try:
+        r = euler_redis.client()
+        held = {(k.decode() if isinstance(k, bytes) else k): v for k, v in r.hgetall(SILENCE_KEY).items()}
+        if not held:
+            return candidates
+        online = Node.objects.filter(online=True).exclude(approval=Approval.REJECTED).count()
+        if len(candidates) >= online:
+            return candidates  # nobody came back: the hold itself decides
+        r.hsetnx(SILENCE_KEY, "resumed", repr(now.timestamp()))
+        resumed = float(r.hget(SILENCE_KEY, "resumed"))
+    except (RedisError, TypeError, ValueError):
+        return candidates
+    if now.timestamp() >= resumed + settings.EULER_NODE_OFFLINE_AFTER:
+        return candidates
+    stamps = {k: v.decode() if isinstance(v, bytes) else v for k, v in held.items()}
+    return [c for c in candidates if stamps.get(str(c[0])) != _stamp(c[2])]
 
 
 def mark_offline(*, now=None) -> list[int]:
@@ -228,6 +273,8 @@ def mark_offline(*, now=None) -> list[int]:
     )
     if candidates and _control_plane_silence(candidates, now):
         return []
+    if candidates:
+        candidates = _after_silence(candidates, now)
     gone = []
     for pk, name, last in candidates:
         with transaction.atomic():
