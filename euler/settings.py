@@ -115,10 +115,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Under ASGI every sync view runs in a fresh thread, so persistent per-thread connections
-    # would pile up; a process-wide psycopg pool replaces them (Django requires CONN_MAX_AGE=0).
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif env_bool("EULER_DB_POOL", False):
+    # Opt-in psycopg pool (Django requires CONN_MAX_AGE=0 with it). Off by default: threads that never
+    # close their connection (executors, background flushers) would each pin one of the pool's slots.
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env_int("EULER_DB_POOL_MIN", 1, minimum=0),
         "max_size": env_int("EULER_DB_POOL_MAX", 20, minimum=1),
