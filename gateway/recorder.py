@@ -17,6 +17,8 @@ from datetime import datetime
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
 
+from euler import metrics
+
 log = logging.getLogger(__name__)
 
 
@@ -52,6 +54,8 @@ def add(record: Record) -> None:
         _buffer.popleft()
         dropped += 1
     _buffer.append(record)
+    if record.ttfb_ms is not None:
+        metrics.observe("euler_gateway_latency_seconds", record.ttfb_ms / 1000)
     if autostart and _thread is None:
         _start()
     if len(_buffer) >= settings.EULER_GATEWAY_FLUSH_SIZE:

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from rest_framework.response import Response
 
+from euler import metrics
 from euler.env import env_int
 from euler.errors import EulerError, InvalidInput
 from jobs.fencing import current_attempt
@@ -94,6 +95,7 @@ def logs_ingest(*, attempt: Attempt, chunks: list[protocol.LogChunk]) -> dict:
                 for r in rows
             ]
             transaction.on_commit(lambda: _publish(att.job_id, messages))
+            metrics.inc("euler_log_bytes_total", added)
     last_seq = max(wanted) if wanted else None
     return {"stored": len(fresh), "duplicates": len(chunks) - len(fresh), "last_seq": last_seq}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -19,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from euler import metrics
 from jobs import transitions
 from jobs.models import Attempt, Job
 from jobs.scheduling import policy
@@ -261,10 +263,15 @@ def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassSt
     """Place queued jobs, oldest first, one transaction per batch of `batch` jobs."""
     size = batch or settings.EULER_SCHEDULER_BATCH
     stats, after, rows = PassStats(), None, {}
+    started = time.perf_counter()
     while True:
         got, after, loaded = _batch(now=now or timezone.now(), size=size, after=after, rows=rows)
         stats.add(got)
         if got.busy or loaded < size:
+            metrics.inc("euler_scheduling_passes_total")
+            metrics.observe("euler_scheduling_pass_seconds", time.perf_counter() - started)
+            if stats.placed:
+                metrics.inc("euler_placements_total", stats.placed)
             return stats
 
 

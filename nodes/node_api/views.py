@@ -15,7 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import permissions, status
 from rest_framework.response import Response
 
-from euler import ratelimit
+from euler import metrics, ratelimit
 from euler.errors import EulerError, InvalidInput, Unauthorized, json_error
 from nodeagent import protocol
 from nodes import channel, liveness, services
@@ -112,6 +112,7 @@ async def heartbeat(request: HttpRequest) -> JsonResponse:
         reply = await run_db(request, _heartbeat, raw, request.body, ratelimit.client_ip(request))
     except EulerError as exc:
         return _error(exc)
+    metrics.inc("euler_heartbeats_total")
     return JsonResponse(reply)
 
 
