@@ -15,6 +15,7 @@ import contextlib
 import os
 import random
 import signal
+import threading
 import time
 import uuid
 from collections import Counter
@@ -62,7 +63,15 @@ class Chaos:
         self.nodes: list[str] = []
         self.faults: list[str] = []
         self.prefix = uuid.uuid4().hex[:6]
-        self.since = time.time()
+        # Docker keeps only its last 256 events: read them as they happen, for the whole run.
+        self.events: list[dict] = []
+        self._stream = docker.from_env().events(decode=True, filters={"type": "container"})
+        threading.Thread(target=self._read_events, daemon=True).start()
+
+    def _read_events(self) -> None:
+        with contextlib.suppress(Exception):  # the stream closed at cleanup
+            for event in self._stream:
+                self.events.append(event)
 
     def add_node(self) -> str:
         from nodes.models import Node
@@ -148,6 +157,7 @@ class Chaos:
             p.restart_agent(name)
 
     def cleanup(self) -> None:
+        self._stream.close()
         client = docker.from_env()
         for name in self.nodes:
             for c in client.containers.list(all=True, filters={"label": f"{protocol.LABEL_NODE}={name}"}):
@@ -167,11 +177,9 @@ class Chaos:
     def container_runs(self) -> dict[int, list[tuple[float, float | None]]]:
         """What Docker itself saw: each container's [start, die] per job, from the engine's event log
         (independent of the server's ledger: a container the server thinks ended but that ran on counts)."""
-        events = docker.from_env().events(
-            since=int(self.since) - 1, until=int(time.time()) + 1, decode=True, filters={"type": "container"}
-        )
+        time.sleep(1)  # the last `die` events reach the reader
         runs: dict[str, list] = {}
-        for e in events:
+        for e in list(self.events):
             attrs = e.get("Actor", {}).get("Attributes", {})
             if attrs.get(protocol.LABEL_NODE) not in self.nodes or e.get("Action") not in ("start", "die"):
                 continue
@@ -219,6 +227,7 @@ class Chaos:
             "not_succeeded": not_succeeded,
             "attempts": sum(len(v) for v in by_job.values()),
             "containers": sum(len(v) for v in containers.values()),
+            "unseen_by_docker": [j.name for j in jobs if j.id not in containers],
             "retried": Counter(
                 f"{a.state}/{a.reason}: {a.message[:80]}" for v in by_job.values() for a in v if a.state != "succeeded"
             ),
@@ -295,6 +304,7 @@ def test_kill_9_of_agents_worker_web_and_redis_during_jobs_loses_nothing_and_run
     assert v["double_runs"] == []
     assert v["not_succeeded"] == []
     assert v["missing_lines"] == []
+    assert v["unseen_by_docker"] == []  # the container check saw every job
 
 
 def test_a_full_platform_stop_and_start_while_jobs_run_still_succeeds_each_job_once(chaos):
@@ -316,3 +326,4 @@ def test_a_full_platform_stop_and_start_while_jobs_run_still_succeeds_each_job_o
     assert v["double_runs"] == []
     assert v["not_succeeded"] == []
     assert v["missing_lines"] == []
+    assert v["unseen_by_docker"] == []  # the container check saw every job
