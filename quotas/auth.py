@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from euler import ratelimit
@@ -58,3 +59,13 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return "X-Euler-API-Key"
+
+
+class ApiKeySchema(OpenApiAuthenticationExtension):
+    """Tells drf-spectacular that ApiKeyAuthentication is the `ApiKey` scheme of /api/schema/."""
+
+    target_class = "quotas.auth.ApiKeyAuthentication"
+    name = "ApiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "X-Euler-API-Key"}

@@ -17,7 +17,11 @@ def _agents(request):
 
 
 class AgentListView(APIView):
-    @extend_schema(responses=paginated(AgentOut), summary="List the project's agents with instance health")
+    @extend_schema(
+        operation_id="agents_list",
+        responses=paginated(AgentOut),
+        summary="List the project's agents with instance health",
+    )
     def get(self, request):
         paginator = Pagination()
         page = paginator.paginate_queryset(_agents(request), request, view=self)
