@@ -31,12 +31,13 @@ class Target:
 # --- selectors (sync; shared with the websocket consumer) ---------------------------------------
 def project_for_request(request) -> object:
     """The caller's project by `X-Euler-API-Key` or the console session; raises 401/404 like the API."""
+    from euler import ratelimit
+    from quotas.auth import apikey_authenticate_limited
     from quotas.selectors import session_project
-    from quotas.services import apikey_authenticate
 
     raw = request.META.get("HTTP_X_EULER_API_KEY")
     if raw is not None:
-        key = apikey_authenticate(raw=raw.strip())
+        key = apikey_authenticate_limited(raw=raw, who=ratelimit.client_ip(request))
         if key is None:
             raise Unauthorized("The API key is unknown or revoked.", code="invalid_api_key")
         return key.project

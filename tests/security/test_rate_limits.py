@@ -78,11 +78,6 @@ async def test_guessed_api_keys_on_the_websocket_are_refused_past_the_limit(limi
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobs/logs_api.py (owned by the node-agent engineer) checks X-Euler-API-Key with apikey_authenticate, "
-    "not quotas.auth.apikey_authenticate_limited: guesses on GET /api/v1/jobs/{id}/logs are never limited",
-)
 def test_guessed_api_keys_on_the_logs_reader_are_answered_429_past_the_limit(limit):
     guesser = Client(REMOTE_ADDR=an_address(), HTTP_X_EULER_API_KEY=GUESS)
     codes = [guesser.get("/api/v1/jobs/1/logs").status_code for _ in range(limit + 1)]
