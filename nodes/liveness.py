@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 from redis.exceptions import RedisError
 
@@ -94,12 +95,14 @@ def heartbeat(
     with _known_lock:
         known = _known.get(lookup) if lookup else None
     if known is not None and tokens.matches(raw, known.credential_digest):
+        note_intake()
         hb = parse()
         reply = _fast_heartbeat(lookup, known, hb)
         if reply is not None:
             return reply
         _forget(lookup)
     node = authenticate_node(raw, who=who)
+    note_intake()
     hb = parse()
     reply = node_heartbeat(node=node, hb=hb)
     _remember(lookup, copy.copy(node))
@@ -208,7 +211,6 @@ def _control_plane_silence(candidates: list[tuple], now) -> bool:
     silent = (now - newest).total_seconds()
     if silent >= settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD:
         return False
-    _remember_silence(candidates)
     log.warning(
         "all %d online nodes silent for %.0f s: heartbeats are probably not reaching the control plane; "
         "not marking them offline before %.0f s of silence",
@@ -219,46 +221,49 @@ def _control_plane_silence(candidates: list[tuple], now) -> bool:
     return True
 
 
-SILENCE_KEY = "euler:nodes:silence"  # node pk -> its last heartbeat when held by a control-plane silence
+RESUMED_KEY = "euler:nodes:resumed"  # "resumed,last": heartbeats came back at `resumed` after none since `last`
+_intake_noted = 0.0
 
 
-def _stamp(value) -> str:
-    return value.isoformat()
-
-
-def _remember_silence(candidates: list[tuple]) -> None:
-    ttl = int(2 * settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD) + 60
+def note_intake(now=None) -> None:
+    """On every heartbeat, before it is stored; looks at most once a second per process. No heartbeat from any
+    node for half the offline window is the control plane's outage (web down, a network cut on our side):
+    when heartbeats come back, remember when, in Redis (which may itself have restarted empty)."""
+    global _intake_noted
+    if now is None:
+        mono = time.monotonic()
+        if mono - _intake_noted < 1.0:
+            return
+        _intake_noted = mono
+        now = timezone.now()
+    last = Node.objects.aggregate(last=Max("last_heartbeat_at"))["last"]
+    if last is None or (now - last).total_seconds() <= settings.EULER_NODE_OFFLINE_AFTER / 2:
+        return
     try:
-        r = euler_redis.client()
-        pipe = r.pipeline()
-        pipe.hdel(SILENCE_KEY, "resumed")
-        pipe.hset(SILENCE_KEY, mapping={str(pk): _stamp(last) for pk, _, last in candidates})
-        pipe.expire(SILENCE_KEY, ttl)
-        pipe.execute()
+        ttl = int(4 * settings.EULER_NODE_OFFLINE_AFTER) + 60
+        euler_redis.client().set(RESUMED_KEY, f"{now.timestamp()!r},{last.timestamp()!r}", ex=ttl)
     except RedisError:
-        log.warning("could not record the control-plane silence in Redis", exc_info=True)
+        log.warning("could not note that heartbeats resumed", exc_info=True)
 
 
-def _after_silence(candidates: list[tuple], now) -> list[tuple]:
-    """Hosts reconnect one by one after a control-plane outage: a node held through the silence gets a whole
-    EULER_NODE_OFFLINE_AFTER from the moment heartbeats came back, rather than being judged by its
-    pre-outage heartbeat the instant the first other node returns (its finished work would be rerun)."""
+def _after_outage(candidates: list[tuple], now) -> list[tuple]:
+    """Hosts reconnect one by one after a control-plane outage: a node silent when heartbeats came back gets a
+    whole EULER_NODE_OFFLINE_AFTER from that moment, rather than being judged by its pre-outage heartbeat the
+    instant another node returns (its attempts, often finished during the outage, would be lost and rerun)."""
     try:
-        r = euler_redis.client()
-        held = {(k.decode() if isinstance(k, bytes) else k): v for k, v in r.hgetall(SILENCE_KEY).items()}
-        if not held:
-            return candidates
-        online = Node.objects.filter(online=True).exclude(approval=Approval.REJECTED).count()
-        if len(candidates) >= online:
-            return candidates  # nobody came back: the hold itself decides
-        r.hsetnx(SILENCE_KEY, "resumed", repr(now.timestamp()))
-        resumed = float(r.hget(SILENCE_KEY, "resumed"))
-    except (RedisError, TypeError, ValueError):
+        raw = euler_redis.client().get(RESUMED_KEY)
+        resumed, before = (float(x) for x in raw.split(b"," if isinstance(raw, bytes) else ",")) if raw else (0, 0)
+    except (RedisError, ValueError):
         return candidates
-    if now.timestamp() >= resumed + settings.EULER_NODE_OFFLINE_AFTER:
+    if not resumed or now.timestamp() >= resumed + settings.EULER_NODE_OFFLINE_AFTER:
         return candidates
-    stamps = {k: v.decode() if isinstance(v, bytes) else v for k, v in held.items()}
-    return [c for c in candidates if stamps.get(str(c[0])) != _stamp(c[2])]
+    # Held: nodes that were heartbeating until the outage began (not those already silent before it).
+    since = before - settings.EULER_NODE_OFFLINE_AFTER / 2
+    kept = [c for c in candidates if not since <= c[2].timestamp() < resumed]
+    if len(kept) < len(candidates):
+        log.info("%d silent nodes get until %.0f s after heartbeats resumed", len(candidates) - len(kept),
+                 settings.EULER_NODE_OFFLINE_AFTER)  # fmt: skip
+    return kept
 
 
 def mark_offline(*, now=None) -> list[int]:
@@ -274,7 +279,7 @@ def mark_offline(*, now=None) -> list[int]:
     if candidates and _control_plane_silence(candidates, now):
         return []
     if candidates:
-        candidates = _after_silence(candidates, now)
+        candidates = _after_outage(candidates, now)
     gone = []
     for pk, name, last in candidates:
         with transaction.atomic():

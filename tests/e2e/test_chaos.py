@@ -148,13 +148,20 @@ class Chaos:
         print("chaos: full platform stop", flush=True)
         time.sleep(down)
         p._start_redis()
-        for name in ("web", "worker", "beat"):
+        # Either order happens: the worker checks for silent nodes before any host is back, or only after.
+        worker_late = self.rng.random() < 0.5
+        print(f"chaos: restart with the worker {'after' if worker_late else 'before'} the first agent", flush=True)
+        for name in ("web",) if worker_late else ("web", "worker", "beat"):
             p.procs[name].start()
         p.wait_for(lambda: answers(p.url), "web answers /readyz again", timeout=60)
         for i, name in enumerate(self.nodes):
             if i:
                 time.sleep(stagger)
             p.restart_agent(name)
+            if worker_late and not i:
+                time.sleep(1)
+                p.procs["worker"].start()
+                p.procs["beat"].start()
 
     def cleanup(self) -> None:
         self._stream.close()
