@@ -3,7 +3,7 @@
 Under an ASGI server Django runs each sync view in a thread of its own, and with persistent connections
 every such thread opens (and strands) a database connection: thousands of nodes would exhaust
 PostgreSQL. The hot node endpoints are async views that hand their database work to this pool, whose
-threads keep their connections (CONN_MAX_AGE applies). Under WSGI (and Django's test Client) the work
+threads keep their connections for their lifetime. Under WSGI (and Django's test Client) the work
 runs in the request's own thread, as Django does for any view.
 """
 
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIRequest
-from django.db import close_old_connections
+from django.db import connections
 
 _pool: ThreadPoolExecutor | None = None
 
@@ -29,7 +29,14 @@ def pool() -> ThreadPoolExecutor:
 
 
 def _in_pool(fn, *args):
-    close_old_connections()  # drops a connection that is broken or past CONN_MAX_AGE
+    # These few threads keep their connections for their lifetime, whatever CONN_MAX_AGE says (it is 0
+    # for the web: request threads must not strand connections); only a broken one is replaced.
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and conn.errors_occurred:
+            if conn.is_usable():
+                conn.errors_occurred = False
+            else:
+                conn.close()
     return fn(*args)
 
 
