@@ -73,12 +73,9 @@ def _settle_job(job: Job, attempt: Attempt, *, outcome: str, reason: str, exit_c
     )
 
 
-def end_attempt(attempt_id: int, job_id: int, **kwargs) -> bool:
-    """End an active attempt with an outcome and reason (for other server-side backstops)."""
-    return _end(attempt_id, job_id, **kwargs)
-
-
-def _end(attempt_id: int, job_id: int, *, outcome: str, reason: str, exit_code=None, message="", now, **extra) -> bool:
+def end_attempt(
+    attempt_id: int, job_id: int, *, outcome: str, reason: str, exit_code=None, message="", now, **extra
+) -> bool:
     """End an active attempt (conditional UPDATE) and settle its job; False when it had already ended."""
     job = transitions.lock(job_id)
     updated = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).update(
@@ -111,7 +108,7 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
     else:
         outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
         extra = {"container_id": report.container_id} if report.container_id else {}
-        _end(
+        end_attempt(
             attempt.pk,
             job.pk,
             outcome=outcome,
@@ -133,7 +130,7 @@ def node_lost(*, node_id: int, now: datetime | None = None, message: str = "the 
     pairs = list(Attempt.objects.filter(node_id=node_id, state__in=ATTEMPT_ACTIVE).values_list("pk", "job_id"))
     for attempt_id, job_id in pairs:
         with transaction.atomic():
-            if _end(attempt_id, job_id, outcome=AttemptState.LOST, reason="lost", message=message, now=now):
+            if end_attempt(attempt_id, job_id, outcome=AttemptState.LOST, reason="lost", message=message, now=now):
                 count += 1
     if count:
         log.info("node %s offline: %d attempts lost", node_id, count)
@@ -147,7 +144,7 @@ def deadlines_expire(*, now: datetime | None = None) -> int:
     rows = Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, deadline_at__lt=now)
     for attempt_id, job_id, node_id in rows.values_list("pk", "job_id", "node_id"):
         with transaction.atomic():
-            ended = _end(
+            ended = end_attempt(
                 attempt_id,
                 job_id,
                 outcome=AttemptState.FAILED,
@@ -179,7 +176,7 @@ def offline_sweep(*, now: datetime | None = None) -> int:
                 "pk", "job_id"
             ):
                 with transaction.atomic():
-                    count += _end(
+                    count += end_attempt(
                         attempt_id, job_id, outcome=AttemptState.LOST, reason="lost", now=now or timezone.now()
                     )
         else:
@@ -195,7 +192,7 @@ def attempt_gone(*, attempt_id: int, now: datetime | None = None) -> bool:
     if row is None:
         return False
     outcome = AttemptState.FAILED if row["stop_reason"] == "timeout" else AttemptState.CANCELLED
-    return _end(
+    return end_attempt(
         attempt_id, row["job_id"], outcome=outcome, reason=row["stop_reason"] or "cancelled", message="stopped", now=now
     )
 
@@ -208,4 +205,4 @@ def attempt_missing(*, attempt_id: int, now: datetime | None = None) -> bool:
     if row is None:
         return False
     message = "the node no longer runs this attempt's container"
-    return _end(attempt_id, row["job_id"], outcome=AttemptState.LOST, reason="lost", message=message, now=now)
+    return end_attempt(attempt_id, row["job_id"], outcome=AttemptState.LOST, reason="lost", message=message, now=now)

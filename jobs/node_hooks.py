@@ -85,7 +85,7 @@ def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
         rows = {
             row["pk"]: row
             for row in Attempt.objects.filter(pk__in=listed).values(
-                "pk", "node_id", "state", "stop_reason", "job__current_attempt_id"
+                "pk", "node_id", "state", "stop_reason", "job__current_attempt_id", "started_at", "metered_until"
             )
         }
         for attempt_id in sorted(listed):
@@ -99,8 +99,8 @@ def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
             if not current or row["stop_reason"]:
                 reason = (row or {}).get("stop_reason") or "stale_attempt"
                 commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
-            elif row["state"] == AttemptState.RUNNING:
-                usage.meter(attempt_id=attempt_id, until=now)  # accrue while it runs
+            elif row["state"] == AttemptState.RUNNING and usage.meter_due(row, now):
+                usage.meter(attempt_id=attempt_id, until=now)  # accrue while it runs, every METER_EVERY
     stopped_before = now - timedelta(seconds=2)
     started_before = now - timedelta(seconds=settings.EULER_JOB_MISSING_GRACE)
     unlisted = (

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import transaction
 
 from euler.errors import QuotaExceeded
+from quotas.ledger import ledger_add
 
 
 def split_by_day(start: datetime, end: datetime) -> list[tuple[date, float]]:
@@ -33,26 +33,25 @@ def attempt_amounts(*, cpu_milli: int, gpu_count: int, seconds: float) -> dict[s
     return amounts
 
 
-def _add(project_id: int, day: date, resource: str, amount: float) -> None:
-    from quotas.models import UsageEntry
-
-    key = {"project_id": project_id, "day": day, "resource": resource, "agent_name": ""}
-    if UsageEntry.objects.filter(**key).update(amount=F("amount") + amount):
-        return
-    try:
-        with transaction.atomic():
-            UsageEntry.objects.create(amount=amount, **key)
-    except IntegrityError:  # created meanwhile by another writer
-        UsageEntry.objects.filter(**key).update(amount=F("amount") + amount)
-
-
 def book_attempt(*, project_id: int, cpu_milli: int, gpu_count: int, started_at, ended_at) -> None:
     """Book an ended attempt's usage (attempts that never started used nothing)."""
     if started_at is None or ended_at is None or ended_at <= started_at:
         return
     for day, seconds in split_by_day(started_at, ended_at):
         for resource, amount in attempt_amounts(cpu_milli=cpu_milli, gpu_count=gpu_count, seconds=seconds).items():
-            _add(project_id, day, resource, amount)
+            ledger_add(project_id=project_id, resource=resource, amount=amount, day=day)
+
+
+# Running attempts are booked at most this often from heartbeats (the end report books the rest), so
+# most heartbeats cost no metering query at all.
+METER_EVERY = timedelta(seconds=30)
+
+
+def meter_due(row: dict, now: datetime) -> bool:
+    """Whether a running attempt's usage mark is old enough to book again (pure; row has started_at,
+    metered_until)."""
+    mark = row["metered_until"] or row["started_at"]
+    return mark is not None and now - mark >= METER_EVERY
 
 
 def meter(*, attempt_id: int, until: datetime) -> float:
@@ -106,7 +105,7 @@ def over_budget(*, project_id: int) -> set[str]:
 
 
 def enforce_budgets(*, now: datetime | None = None) -> int:
-    """Meter every running attempt up to now, then stop the running jobs of projects past their budget
+    """Meter running attempts not booked for METER_EVERY, then stop the running jobs of projects past their budget
     (plus grace): all of them for CPU, the GPU ones for GPU. Returns how many attempts were stopped."""
     from django.utils import timezone
 
@@ -116,11 +115,16 @@ def enforce_budgets(*, now: datetime | None = None) -> int:
     from jobs.states import ATTEMPT_ACTIVE, AttemptState
 
     now = now or timezone.now()
-    running = list(Attempt.objects.filter(state=AttemptState.RUNNING).values_list("pk", "job__project_id", "gpu_uuids"))
-    for attempt_id, _, _ in running:
-        meter(attempt_id=attempt_id, until=now)
+    running = list(
+        Attempt.objects.filter(state=AttemptState.RUNNING).values(
+            "pk", "job__project_id", "started_at", "metered_until"
+        )
+    )
+    for row in running:
+        if meter_due(row, now):
+            meter(attempt_id=row["pk"], until=now)
     stopped = 0
-    for project_id in sorted({p for _, p, _ in running}):
+    for project_id in sorted({row["job__project_id"] for row in running}):
         over = over_budget(project_id=project_id)
         if not over:
             continue

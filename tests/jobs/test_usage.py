@@ -122,6 +122,25 @@ def test_heartbeats_accrue_usage_of_running_attempts(project, submit, make_node,
 
 
 @pytest.mark.django_db
+def test_a_heartbeat_soon_after_the_last_mark_books_nothing_and_queries_no_usage(
+    project, submit, make_node, schedule, django_assert_max_num_queries
+):
+    from jobs.node_hooks import heartbeat_hook
+    from nodeagent import protocol
+    from quotas.selectors import project_usage
+
+    attempt = _running_attempt(submit, make_node, schedule, started_ago=5, cpu_milli=2000)
+    hb = protocol.Heartbeat(
+        resources=protocol.Resources(cpu_milli=4000, memory_bytes=GIB),
+        running=[protocol.RunningAttempt(attempt_id=attempt.pk, state="running")],
+    )
+    node = attempt.node
+    with django_assert_max_num_queries(2):  # the listed attempts, the unlisted ones: no metering
+        assert heartbeat_hook(node, hb) == []
+    assert project_usage(project)["cpu_core_seconds"] == 0
+
+
+@pytest.mark.django_db
 def test_running_jobs_are_stopped_once_usage_passes_the_budget_and_grace(project, submit, make_node, schedule):
     from jobs.models import Job
     from quotas.models import Quota
