@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from functools import lru_cache
 
 import redis
@@ -16,17 +18,16 @@ def client() -> redis.Redis:
     )
 
 
-_async_clients: dict[int, aioredis.Redis] = {}
+# A client is bound to the loop that first used it; keyed weakly by the loop, so a closed loop's client
+# goes with it (an id() key could be reused by a later loop and hand it a dead client).
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = weakref.WeakKeyDictionary()
 
 
 def async_client() -> aioredis.Redis:
-    """One asyncio client per event loop (a client is bound to the loop that first used it)."""
-    import asyncio
-
+    """One asyncio client per event loop."""
     loop = asyncio.get_running_loop()
-    key = id(loop)
-    found = _async_clients.get(key)
+    found = _async_clients.get(loop)
     if found is None:
         found = aioredis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, health_check_interval=30)
-        _async_clients[key] = found
+        _async_clients[loop] = found
     return found

@@ -40,10 +40,15 @@ def _pending_key(project_id: int) -> str:
     return f"euler:inv:pending:{project_id}"
 
 
-def _limit(project_id: int) -> int:
+def _cached_limit(project_id: int) -> int | None:
     cached = _limits.get(project_id)
-    if cached and cached[0] > time.monotonic():
-        return cached[1]
+    return cached[1] if cached and cached[0] > time.monotonic() else None
+
+
+def _limit(project_id: int) -> int:
+    cached = _cached_limit(project_id)
+    if cached is not None:
+        return cached
     limit = Quota.objects.filter(project_id=project_id).values_list("invocations", flat=True).first() or 0
     _limits[project_id] = (time.monotonic() + _LIMIT_TTL, limit)
     return limit
@@ -78,7 +83,9 @@ def _retry_after(now: datetime) -> int:
 async def check_and_count(project_id: int, agent_name: str = "") -> tuple[bool, int | None]:
     """Count one invocation; (allowed, Retry-After seconds when refused). Exact under concurrency."""
     now = datetime.now(UTC)
-    limit = await sync_to_async(_limit)(project_id)
+    limit = _cached_limit(project_id)
+    if limit is None:  # a database read (in a thread) only every few seconds per project, not per call
+        limit = await sync_to_async(_limit)(project_id)
     r = async_client()
     keys = [_used_key(project_id, now), _pending_key(project_id)]
     field = f"{now:%Y-%m-%d}|{agent_name}"
@@ -90,19 +97,6 @@ async def check_and_count(project_id: int, agent_name: str = "") -> tuple[bool, 
         if result == -1:
             return False, _retry_after(now)
         return True, None
-    return False, _retry_after(now)
-
-
-def count_sync(project_id: int, agent_name: str = "") -> tuple[bool, int | None]:
-    now = datetime.now(UTC)
-    keys = [_used_key(project_id, now), _pending_key(project_id)]
-    field = f"{now:%Y-%m-%d}|{agent_name}"
-    for _ in range(2):
-        result = client().eval(_COUNT, 2, *keys, _limit(project_id), field)
-        if result == -2:
-            _seed(project_id, now)
-            continue
-        return (False, _retry_after(now)) if result == -1 else (True, None)
     return False, _retry_after(now)
 
 
