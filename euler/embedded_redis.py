@@ -41,15 +41,21 @@ def argv(socket_path: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def start(socket_path: Path, *, wait: float = 10.0) -> subprocess.Popen | None:
-    """Start redis on socket_path unless one already answers there; returns the process we started."""
+def _popen(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def start(socket_path: Path, *, wait: float = 10.0, spawn=_popen) -> subprocess.Popen | None:
+    """Start redis on socket_path unless one already answers there; returns the process we started.
+
+    `spawn(argv) -> Popen` lets a supervisor own the process (make up)."""
     socket_path = Path(socket_path)
     if answers(socket_path):
         return None
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     if socket_path.exists():
         socket_path.unlink()
-    proc = subprocess.Popen(argv(socket_path), stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = spawn(argv(socket_path))
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if proc.poll() is not None:

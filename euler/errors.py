@@ -66,20 +66,6 @@ class Unavailable(EulerError):
     status_code = 503
 
 
-_DRF_CODES = {
-    exceptions.ParseError: "parse_error",
-    exceptions.NotAuthenticated: "not_authenticated",
-    exceptions.AuthenticationFailed: "authentication_failed",
-    exceptions.PermissionDenied: "forbidden",
-    exceptions.NotFound: "not_found",
-    exceptions.MethodNotAllowed: "method_not_allowed",
-    exceptions.NotAcceptable: "not_acceptable",
-    exceptions.UnsupportedMediaType: "unsupported_media_type",
-    exceptions.Throttled: "rate_limited",
-    exceptions.ValidationError: "invalid",
-}
-
-
 _RENAMED = {"permission_denied": "forbidden", "throttled": "rate_limited", "error": "invalid"}
 
 
@@ -120,22 +106,15 @@ def exception_handler(exc, context):
         exc = exceptions.PermissionDenied()
     if isinstance(exc, exceptions.APIException):
         set_rollback()
-        code = _DRF_CODES.get(type(exc))
-        if code is None:
-            for klass, name in _DRF_CODES.items():
-                if isinstance(exc, klass):
-                    code = name
-                    break
         if isinstance(exc, exceptions.ValidationError):
             # A serializer may name a specific code (unknown_field, forbidden_option...).
             specific = _first_code(exc.detail)
-            if specific and specific not in {"invalid", "required", "null", "blank"}:
-                code = specific
+            code = specific if specific and specific not in {"invalid", "required", "null", "blank"} else "invalid"
             body = {"code": code, "detail": _first_message(exc.detail), "errors": exc.detail}
         else:
-            code = getattr(exc.detail, "code", None) or code or "error"
-            code = _RENAMED.get(code, code)
-            body = {"code": code, "detail": _first_message(exc.detail)}
+            # DRF's own codes are stable (parse_error, not_authenticated, not_found...); a few are renamed.
+            code = getattr(exc.detail, "code", None) or exc.default_code
+            body = {"code": _RENAMED.get(code, code), "detail": _first_message(exc.detail)}
         response = Response(body, status=exc.status_code)
         if getattr(exc, "auth_header", None):
             response["WWW-Authenticate"] = exc.auth_header

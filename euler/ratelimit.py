@@ -44,11 +44,5 @@ def spend(bucket: str, who: str, *, window: int) -> None:
     pipe.execute()
 
 
-def hit(bucket: str, who: str, *, limit: int, window: int) -> None:
-    """Count one attempt and refuse it when over the limit."""
-    check(bucket, who, limit=limit, window=window)
-    spend(bucket, who, window=window)
-
-
 def auth_failure_limit() -> tuple[int, int]:
     return settings.EULER_AUTH_FAILURES_PER_MINUTE, 60

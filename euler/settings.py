@@ -114,7 +114,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
 elif env_bool("EULER_DB_POOL", False):
     # Opt-in psycopg pool (Django requires CONN_MAX_AGE=0 with it). Off by default: threads that never
     # close their connection (executors, background flushers) would each pin one of the pool's slots.

@@ -50,9 +50,10 @@ class Supervisor:
         self.children: dict[str, subprocess.Popen] = {}
         self.stopping = False
 
-    def spawn(self, name: str, argv: list[str], env: dict | None = None) -> None:
+    def spawn(self, name: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
         self.children[name] = subprocess.Popen(argv, cwd=BASE, env=env or os.environ.copy(), start_new_session=True)
         _say(f"started {name} (pid {self.children[name].pid})")
+        return self.children[name]
 
     def stop_all(self) -> None:
         self.stopping = True
@@ -101,20 +102,12 @@ def main() -> int:
     sup = Supervisor()
     if settings.EULER_REDIS_EMBEDDED:
         sock = settings.EULER_EMBEDDED_REDIS_SOCKET
-        if not embedded_redis.answers(sock):
-            if sock.exists():
-                sock.unlink()
-            sup.spawn(
-                "redis",
-                embedded_redis.argv(sock),
-            )
-            deadline = time.monotonic() + 10
-            while not embedded_redis.answers(sock):
-                if time.monotonic() > deadline:
-                    _say("embedded redis did not start; see var/redis.log")
-                    sup.stop_all()
-                    return 1
-                time.sleep(0.1)
+        try:
+            embedded_redis.start(sock, spawn=lambda args: sup.spawn("redis", args))
+        except RuntimeError as exc:
+            _say(str(exc))
+            sup.stop_all()
+            return 1
         _say(f"redis on {settings.REDIS_URL}")
 
     try:
