@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "jobs",
     "agents",
     "gateway",
+    "audit",
     "nodeagent",
     "console",
 ]
@@ -79,6 +80,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.context.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

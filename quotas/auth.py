@@ -6,6 +6,7 @@ from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
+from audit import context as audit_context
 from euler import ratelimit
 from quotas.services import apikey_authenticate
 
@@ -55,6 +56,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.Throttled(wait=exc.extra["retry_after"]) from None
         if key is None:
             raise InvalidApiKey()
+        audit_context.set_actor(f"api_key:{key.prefix}")
         return ApiKeyUser(), key
 
     def authenticate_header(self, request) -> str:
