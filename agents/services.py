@@ -6,6 +6,7 @@ import re
 
 from django.db import IntegrityError, transaction
 
+import audit
 from agents import ssrf
 from agents.models import Agent, AgentInstance
 from euler.errors import Conflict, InvalidInput, NotFound
@@ -100,11 +101,13 @@ def agent_create(*, project, fields: dict, instances: list[dict]) -> Agent:
             agent = Agent.objects.create(project=project, **fields)
             for spec, url in zip(instances, urls, strict=True):
                 _add_instance(agent, spec, url)
+            audit.record("agent.created", project=project, target=f"agent:{agent.name}", details={"instances": urls})
     except IntegrityError:
         raise Conflict(f"An agent named {fields['name']!r} already exists.", code="name_taken") from None
     return agent
 
 
+@transaction.atomic
 def agent_update(*, agent: Agent, fields: dict) -> Agent:
     if "health_path" in fields:
         validate_health_path(fields["health_path"])
@@ -119,18 +122,30 @@ def agent_update(*, agent: Agent, fields: dict) -> Agent:
     for key, item in fields.items():
         setattr(agent, key, item)
     agent.save()
+    audit.record(
+        "agent.changed", project=agent.project_id, target=f"agent:{agent.name}", details={"fields": sorted(fields)}
+    )
     return agent
 
 
+@transaction.atomic
 def agent_delete(*, agent: Agent) -> None:
     agent.delete()
+    audit.record("agent.deleted", project=agent.project_id, target=f"agent:{agent.name}")
 
 
 def instance_add(*, agent: Agent, spec: dict) -> AgentInstance:
     url = validate_base_url(spec["base_url"])
     with transaction.atomic():
         Agent.objects.select_for_update().filter(pk=agent.pk).first()
-        return _add_instance(agent, spec, url)
+        instance = _add_instance(agent, spec, url)
+        audit.record(
+            "agent.changed",
+            project=agent.project_id,
+            target=f"agent:{agent.name}",
+            details={"instance_added": instance.pk, "base_url": url},
+        )
+        return instance
 
 
 def get_instance(*, agent: Agent, instance_id: int) -> AgentInstance:
@@ -140,6 +155,7 @@ def get_instance(*, agent: Agent, instance_id: int) -> AgentInstance:
     return instance
 
 
+@transaction.atomic
 def instance_update(*, instance: AgentInstance, fields: dict) -> AgentInstance:
     if "base_url" in fields:
         fields["base_url"] = validate_base_url(fields["base_url"])
@@ -147,8 +163,20 @@ def instance_update(*, instance: AgentInstance, fields: dict) -> AgentInstance:
     for key, item in fields.items():
         setattr(instance, key, item)
     instance.save()
+    agent = instance.agent
+    audit.record(
+        "agent.changed",
+        project=agent.project_id,
+        target=f"agent:{agent.name}",
+        details={"instance_changed": instance.pk, "fields": sorted(fields)},
+    )
     return instance
 
 
+@transaction.atomic
 def instance_delete(*, instance: AgentInstance) -> None:
+    pk, agent = instance.pk, instance.agent
     instance.delete()
+    audit.record(
+        "agent.changed", project=agent.project_id, target=f"agent:{agent.name}", details={"instance_removed": pk}
+    )

@@ -17,6 +17,7 @@ _SECRET_WORDS = frozenset(
 )
 # Values that look like an Euler secret (API key, enrollment token, node credential, invitation) or a bearer.
 _SECRET_VALUE = re.compile(r"euler_(?:pk|enroll|node|inv)_[A-Za-z0-9_-]{8,}|\bBearer\s+\S+", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 _ALLOWED_KEYS = frozenset({"token_id", "key_id", "key_prefix", "prefix", "key_ids", "label"})
 MAX_DETAIL_TEXT = 1000
 
@@ -37,7 +38,7 @@ def scrub(value: Any, key: str = "") -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [scrub(v) for v in value]
     if isinstance(value, str):
-        return _SECRET_VALUE.sub(REDACTED, value[:MAX_DETAIL_TEXT])
+        return _URL_USERINFO.sub(REDACTED + "@", _SECRET_VALUE.sub(REDACTED, value[:MAX_DETAIL_TEXT]))
     if value is None or isinstance(value, bool | int | float):
         return value
     return scrub(str(value))

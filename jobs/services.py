@@ -7,6 +7,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+import audit
 from euler.errors import Conflict, NotFound
 from jobs import transitions, usage
 from jobs.models import Attempt, Job
@@ -58,6 +59,7 @@ def job_cancel(*, job_id: int, project, by=None) -> Job:
     transitions.move(
         job, JobState.CANCELLED, attempt=attempt, why="cancelled", note="cancelled by user", reason="cancelled"
     )
+    audit.record("job.cancelled", project=project, target=f"job:{job.pk}", details={"name": job.name}, by=by)
     if attempt is not None:
         # The attempt keeps its resources until the node says the container is gone.
         Attempt.objects.filter(pk=attempt.pk, state__in=ATTEMPT_ACTIVE, stop_reason="").update(stop_reason="cancelled")
@@ -84,5 +86,6 @@ def job_retry(*, job_id: int, project, by=None) -> Job:
         exit_code=None,
         reason="",
     )
+    audit.record("job.retried", project=project, target=f"job:{job.pk}", details={"name": job.name}, by=by)
     schedule_on_commit()
     return job

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+import audit
 from euler import tokens
 from euler.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from nodeagent import protocol
@@ -32,6 +33,7 @@ def _trust(value) -> str:
 
 
 # --- enrollment tokens ------------------------------------------------------------------------
+@transaction.atomic
 def enrollment_token_create(
     *,
     project=None,
@@ -75,9 +77,17 @@ def enrollment_token_create(
         created_by=by if getattr(by, "pk", None) else None,
         expires_at=timezone.now() + timedelta(seconds=ttl),
     )
+    audit.record(
+        "enrollment_token.created",
+        project=project,
+        target=f"enrollment_token:{token.pk}",
+        details={"trust": trust, "label": token.label, "ttl": ttl, "auto_approve": auto_approve},
+        by=by,
+    )
     return token, new.secret
 
 
+@transaction.atomic
 def enrollment_token_delete(*, token_id: int, project=None, staff: bool = False) -> None:
     """Revoke a token (unused or not): it can no longer enroll. Platform tokens only by staff."""
     qs = EnrollmentToken.objects.filter(pk=token_id)
@@ -86,6 +96,7 @@ def enrollment_token_delete(*, token_id: int, project=None, staff: bool = False)
         raise NotFound("No such enrollment token.")
     if qs.delete()[0] == 0:
         raise NotFound("No such enrollment token.")
+    audit.record("enrollment_token.revoked", project=project, target=f"enrollment_token:{token_id}")
 
 
 # --- enroll ----------------------------------------------------------------------------------
@@ -140,6 +151,13 @@ def node_enroll(*, req: protocol.EnrollRequest, hostname_hint: str = "") -> tupl
     token.save(update_fields=["used_at", "node"])
     owner = token.project.name if token.project else "the platform"
     _event(node, EventKind.ENROLLED, f"enrolled for {owner} as {node.trust}", data={"token_id": token.pk})
+    audit.record(
+        "node.enrolled",
+        project=node.owner_project_id,
+        target=f"node:{node.name}",
+        actor=f"node:{node.name}",
+        details={"trust": node.trust, "token_id": token.pk},
+    )
     if token.auto_approve:
         node = node_approve(node=node, trust=token.trust, public_pool=token.trust == TrustLevel.PLATFORM)
     return node, secret
@@ -173,6 +191,13 @@ def node_approve(*, node: Node, by=None, trust: str | None = None, public_pool: 
     node.gpu_fingerprint = policy.gpu_fingerprint(node.gpus)
     node.save(update_fields=["trust", "public_pool", "approval", "approved_at", "gpu_fingerprint"])
     _event(node, EventKind.APPROVED, f"approved as {node.trust}, public pool {'yes' if public_pool else 'no'}", by=by)
+    audit.record(
+        "node.approved",
+        project=node.owner_project_id,
+        target=f"node:{node.name}",
+        by=by,
+        details={"trust": node.trust, "public_pool": public_pool},
+    )
     _changed(node)
     return node
 
@@ -185,6 +210,7 @@ def node_reject(*, node: Node, by=None) -> Node:
     node.public_pool = False
     node.save(update_fields=["approval", "public_pool"])
     _event(node, EventKind.REJECTED, "rejected", by=by)
+    audit.record("node.rejected", project=node.owner_project_id, target=f"node:{node.name}", by=by)
     transaction.on_commit(lambda: channel.wake(node.pk))
     return node
 
@@ -197,6 +223,13 @@ def node_set_trust(*, node: Node, trust: str, by=None) -> Node:
         node.public_pool = False
     node.save(update_fields=["trust", "public_pool"])
     _event(node, EventKind.TRUST_CHANGED, f"trust {before} → {node.trust}", by=by)
+    audit.record(
+        "node.trust_changed",
+        project=node.owner_project_id,
+        target=f"node:{node.name}",
+        by=by,
+        details={"from": before, "to": node.trust},
+    )
     _changed(node)
     return node
 
@@ -213,6 +246,13 @@ def node_set_public_pool(*, node: Node, public: bool, by=None) -> Node:
     _event(
         node, EventKind.POOL_CHANGED, "admitted to the public pool" if public else "removed from the public pool", by=by
     )
+    audit.record(
+        "node.public_pool_changed",
+        project=node.owner_project_id,
+        target=f"node:{node.name}",
+        by=by,
+        details={"public_pool": public},
+    )
     _changed(node)
     return node
 
@@ -225,6 +265,7 @@ def node_drain(*, node: Node, by=None) -> Node:
         node.draining = True
         node.save(update_fields=["draining"])
         _event(node, EventKind.DRAINED, "draining: no new work", by=by)
+        audit.record("node.drained", project=node.owner_project_id, target=f"node:{node.name}", by=by)
     return node
 
 
@@ -235,6 +276,7 @@ def node_undrain(*, node: Node, by=None) -> Node:
         node.draining = False
         node.save(update_fields=["draining"])
         _event(node, EventKind.UNDRAINED, "accepting work again", by=by)
+        audit.record("node.undrained", project=node.owner_project_id, target=f"node:{node.name}", by=by)
         _changed(node)
     return node
 
@@ -247,6 +289,7 @@ def node_revoke_credential(*, node: Node, by=None) -> Node:
     node.credential_digest = ""
     node.save(update_fields=["credential_lookup", "credential_digest"])
     _event(node, EventKind.CREDENTIAL_REVOKED, "credential revoked", by=by)
+    audit.record("node.credential_revoked", project=node.owner_project_id, target=f"node:{node.name}", by=by)
     return node
 
 
@@ -257,4 +300,5 @@ def node_rotate_credential(*, node: Node, by=None) -> tuple[Node, str]:
     secret = _new_credential(node)
     node.save(update_fields=["credential_lookup", "credential_digest"])
     _event(node, EventKind.CREDENTIAL_ROTATED, "credential rotated", by=by)
+    audit.record("node.credential_rotated", project=node.owner_project_id, target=f"node:{node.name}", by=by)
     return node, secret

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+import audit
 from quotas.models import ApiKey, Invitation, Membership, Project, Quota, UsageEntry
 
 
@@ -20,6 +21,21 @@ class ProjectAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug"]
     inlines = [QuotaInline, MembershipInline]
 
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        if formset.model is Quota:
+            for quota_form in formset.forms:
+                if change and quota_form.has_changed() and quota_form.instance.pk:
+                    _quota_changed(quota_form, request)
+
+
+def _quota_changed(form, request) -> None:
+    quota = form.instance
+    changes = {name: form.cleaned_data.get(name) for name in form.changed_data}
+    audit.record(
+        "quota.changed", project=quota.project_id, target=f"project:{quota.project}", details=changes, by=request.user
+    )
+
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
@@ -38,6 +54,11 @@ class ApiKeyAdmin(admin.ModelAdmin):
 class QuotaAdmin(admin.ModelAdmin):
     list_display = ["project", "cpu_core_seconds", "gpu_seconds", "invocations", "max_concurrent_jobs", "max_api_keys"]
     search_fields = ["project__name"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and form.changed_data:
+            _quota_changed(form, request)
 
 
 @admin.register(UsageEntry)

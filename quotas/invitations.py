@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+import audit
 from euler import tokens
 from euler.errors import Conflict, EulerError, InvalidInput, NotFound, QuotaExceeded
 from quotas.models import Invitation, Membership, Project, Role
@@ -73,6 +74,13 @@ def invitation_create(
             created_by=by if getattr(by, "pk", None) else None,
             expires_at=now + ttl,
         )
+        audit.record(
+            "invitation.created",
+            project=project,
+            target=f"invitation:{invitation.pk}",
+            details={"role": role, "expires_at": invitation.expires_at},
+            by=by,
+        )
     return NewInvitation(invitation=invitation, token=new.secret)
 
 
@@ -114,11 +122,20 @@ def invitation_accept(*, token: str, user) -> Membership:
             if won != 1:
                 invitation.refresh_from_db()
                 raise _closed(invitation, now)
-            return Membership.objects.create(project_id=invitation.project_id, user=user, role=invitation.role)
+            membership = Membership.objects.create(project_id=invitation.project_id, user=user, role=invitation.role)
+            audit.record(
+                "invitation.used",
+                project=invitation.project,
+                target=f"invitation:{invitation.pk}",
+                details={"role": invitation.role, "user": user.get_username()},
+                by=user,
+            )
+            return membership
     except IntegrityError:
         raise Conflict(f"You are already a member of {invitation.project.name}.", code="already_member") from None
 
 
+@transaction.atomic
 def invitation_revoke(*, project: Project, invitation_id: int) -> Invitation:
     invitation = Invitation.objects.filter(project=project, pk=invitation_id).first()
     if invitation is None:
@@ -127,6 +144,7 @@ def invitation_revoke(*, project: Project, invitation_id: int) -> Invitation:
         raise Conflict("This invitation has already been used; remove the member instead.", code="invitation_used")
     if invitation.revoked_at is None:
         Invitation.objects.filter(pk=invitation.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        audit.record("invitation.revoked", project=project, target=f"invitation:{invitation.pk}")
         invitation.refresh_from_db()
     return invitation
 

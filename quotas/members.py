@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+import audit
 from euler.errors import Conflict, NotFound
 from quotas.invitations import validate_role
 from quotas.models import Membership, Project, Role
@@ -40,8 +41,14 @@ def member_change_role(*, project: Project, user_id: int, role: str) -> Membersh
         return membership
     if _is_last_owner(membership):
         raise Conflict("The last owner cannot be demoted; make someone else an owner first.", code="last_owner")
-    membership.role = role
+    before, membership.role = membership.role, role
     membership.save(update_fields=["role"])
+    audit.record(
+        "member.role_changed",
+        project=project,
+        target=f"user:{membership.user.get_username()}",
+        details={"from": before, "to": role},
+    )
     return membership
 
 
@@ -51,3 +58,9 @@ def member_remove(*, project: Project, user_id: int) -> None:
     if _is_last_owner(membership):
         raise Conflict("The last owner cannot be removed; make someone else an owner first.", code="last_owner")
     membership.delete()
+    audit.record(
+        "member.removed",
+        project=project,
+        target=f"user:{membership.user.get_username()}",
+        details={"role": membership.role},
+    )

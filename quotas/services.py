@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+import audit
 from euler import tokens
 from euler.errors import InvalidInput, NotFound, QuotaExceeded
 from quotas.models import ApiKey, Membership, Project, Quota, Role
@@ -89,15 +90,18 @@ def apikey_create(*, project: Project, label: str = "", by=None) -> tuple[ApiKey
         )
     new = tokens.make(API_KEY_PREFIX)
     key = ApiKey.objects.create(project=project, label=label, prefix=new.lookup, key_hash=new.digest, created_by=by)
+    audit.record("api_key.created", project=project, target=f"api_key:{key.prefix}", details={"label": label}, by=by)
     return key, new.secret
 
 
+@transaction.atomic
 def apikey_revoke(*, project: Project, key_id: int) -> ApiKey:
     key = ApiKey.objects.filter(project=project, pk=key_id).first()
     if key is None:
         raise NotFound("No such API key.")
     if key.revoked_at is None:
         ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        audit.record("api_key.revoked", project=project, target=f"api_key:{key.prefix}", details={"label": key.label})
         key.refresh_from_db()
     return key
 

@@ -1,12 +1,13 @@
 """Re-encrypts every encrypted column with the first key of EULER_ENCRYPTION_KEYS."""
 
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
+import audit
+from audit.commands import AuditedCommand
 from euler.crypto import encrypted_fields, keyring
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Re-encrypt all encrypted values with the first (newest) key in EULER_ENCRYPTION_KEYS."
 
     def handle(self, *args, **options):
@@ -22,4 +23,5 @@ class Command(BaseCommand):
                 count += 1
             total += count
             self.stdout.write(f"{model._meta.label}.{field.name}: {count} re-encrypted")
+        audit.record("encryption_keys.rotated", details={"key_id": ring.primary_id, "values": total})
         self.stdout.write(f"done: {total} values now under key {ring.primary_id!r}")

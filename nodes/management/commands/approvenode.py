@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.commands import AuditedCommand
 from euler.errors import EulerError
 from nodes.models import Node, TrustLevel
 from nodes.services import node_approve, node_reject
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Approve (or reject) a node by name."
 
     def add_arguments(self, parser):

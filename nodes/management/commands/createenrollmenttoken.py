@@ -1,12 +1,13 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.commands import AuditedCommand
 from euler.errors import EulerError
 from nodes.models import TrustLevel
 from nodes.services import enrollment_token_create
 from quotas.models import Project
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Create a one-time enrollment token; prints the token alone as the last line."
 
     def add_arguments(self, parser):

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.commands import AuditedCommand
 from nodes.models import Node
 from nodes.services import node_drain, node_undrain
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Drain a node (no new work; running work finishes), or undo it with --undo."
 
     def add_arguments(self, parser):

@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from audit.commands import AuditedCommand
 from euler.errors import EulerError
 from quotas.models import Project
 from quotas.services import apikey_create
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Create a project API key; prints the secret alone as the last line (shown once)."
 
     def add_arguments(self, parser):

@@ -1,5 +1,8 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+from django.db import transaction
 
+import audit
+from audit.commands import AuditedCommand
 from quotas.models import Project, Quota
 
 FIELDS = {
@@ -11,7 +14,7 @@ FIELDS = {
 }
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Set a project's quota; prints the resulting quota."
 
     def add_arguments(self, parser):
@@ -27,7 +30,9 @@ class Command(BaseCommand):
         if any(v < 0 for v in changes.values()):
             raise CommandError("quota values cannot be negative")
         if changes:
-            Quota.objects.filter(project=found).update(**changes)
+            with transaction.atomic():
+                Quota.objects.filter(project=found).update(**changes)
+                audit.record("quota.changed", project=found, target=f"project:{found.name}", details=changes)
         q = Quota.objects.get(project=found)
         self.stdout.write(
             f"{found.name}: cpu_core_seconds={q.cpu_core_seconds} gpu_seconds={q.gpu_seconds} "
