@@ -14,7 +14,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.http import require_GET
 
 from euler.errors import EulerError, InvalidInput, NotFound, Unauthorized
-from jobs.models import Attempt, Job, LogChunk
+from jobs import logstore
+from jobs.models import Attempt, Job
 from jobs.states import ATTEMPT_ACTIVE, TERMINAL
 
 FOLLOW_POLL_SECONDS = 0.25
@@ -76,8 +77,7 @@ def log_target(*, project, job_id: int, attempt_number: int | None = None) -> Ta
 
 
 def chunks_after(attempt_id: int, after_seq: int, limit: int = READ_BATCH) -> list[tuple[int, str, str]]:
-    rows = LogChunk.objects.filter(attempt_id=attempt_id, seq__gt=after_seq).order_by("seq")
-    return list(rows.values_list("seq", "stream", "data")[:limit])
+    return logstore.chunks_after(attempt_id, after_seq, limit)
 
 
 def attempt_active(attempt_id: int) -> bool:
@@ -99,7 +99,7 @@ def first_attempt_or_end(job_id: int) -> tuple[int | None, bool]:
 
 
 def full_text(attempt_id: int) -> str:
-    return "".join(LogChunk.objects.filter(attempt_id=attempt_id).order_by("seq").values_list("data", flat=True))
+    return logstore.full_text(attempt_id)
 
 
 # --- the view ------------------------------------------------------------------------------------

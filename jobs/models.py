@@ -136,3 +136,19 @@ class LogChunk(models.Model):
 
     def __str__(self) -> str:
         return f"log {self.attempt_id}#{self.seq}"
+
+
+class LogArchive(models.Model):
+    """An ended attempt's log, compacted (jobs.logstore): its chunks' seq, offset, stream and text in one zlib blob.
+
+    Readers see exactly the chunks they saw before compaction; LogChunk keeps only the hot logs of running and
+    recently ended attempts."""
+
+    attempt = models.OneToOneField(Attempt, primary_key=True, on_delete=models.CASCADE, related_name="log_archive")
+    chunks = models.IntegerField()
+    raw_bytes = models.BigIntegerField()  # UTF-8 bytes of text before compression
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"log archive of attempt {self.attempt_id} ({self.chunks} chunks)"

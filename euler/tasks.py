@@ -1,0 +1,19 @@
+"""Celery tasks of the project as a whole (not of one app)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="euler.tasks.purge_expired", ignore_result=True)
+def purge_expired() -> None:
+    from euler import retention
+
+    retention.purge_expired()
+
+
+@shared_task(name="euler.tasks.compact_logs", ignore_result=True)
+def compact_logs() -> None:
+    from jobs import logstore
+
+    logstore.compact_ended()

@@ -1,0 +1,139 @@
+"""Stored job logs: hot chunks (LogChunk, one row each) and, for ended attempts, one compacted LogArchive row.
+
+Readers call `chunks_after` and `full_text`, which merge both stores by seq, so what they answer does not
+depend on whether an attempt was compacted. Compaction (beat, `compact_ended`) runs once an attempt has
+been ended for EULER_LOG_COMPACT_AFTER seconds, under the attempt's row lock (the one ingest takes), and
+folds any chunk that arrives later (an agent replaying its buffer) into the archive on the next pass.
+
+Archive format: zlib(JSON header line + UTF-8 text), the header listing [seq, offset, stream, bytes] per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import Attempt, LogArchive, LogChunk
+from jobs.states import ATTEMPT_ACTIVE
+
+FORMAT_VERSION = 1
+ZLIB_LEVEL = 6
+
+
+@dataclass(frozen=True)
+class Chunk:
+    seq: int
+    offset: int
+    stream: str
+    data: str
+
+
+# --- the pure part: encode and decode an archive ------------------------------------------------
+def encode(chunks: list[Chunk]) -> bytes:
+    """One compressed blob holding `chunks` (sorted by seq, seqs unique)."""
+    texts = [c.data.encode() for c in chunks]
+    header = {
+        "v": FORMAT_VERSION,
+        "chunks": [[c.seq, c.offset, c.stream, len(t)] for c, t in zip(chunks, texts, strict=True)],
+    }
+    raw = json.dumps(header, separators=(",", ":")).encode() + b"\n" + b"".join(texts)
+    return zlib.compress(raw, ZLIB_LEVEL)
+
+
+def decode(blob: bytes) -> list[Chunk]:
+    raw = zlib.decompress(bytes(blob))
+    line, _, body = raw.partition(b"\n")
+    header = json.loads(line)
+    if header.get("v") != FORMAT_VERSION:
+        raise ValueError(f"unknown log archive format {header.get('v')!r}")
+    chunks, at = [], 0
+    for seq, offset, stream, size in header["chunks"]:
+        chunks.append(Chunk(seq, offset, stream, body[at : at + size].decode()))
+        at += size
+    return chunks
+
+
+def merge(archived: list[Chunk], hot: list[Chunk]) -> list[Chunk]:
+    """Both stores as one sequence by seq; a seq in both (a late replay of a compacted chunk) counts once."""
+    by_seq = {c.seq: c for c in hot}
+    by_seq.update({c.seq: c for c in archived})
+    return [by_seq[s] for s in sorted(by_seq)]
+
+
+# --- reads ---------------------------------------------------------------------------------------
+def _archived(attempt_id: int) -> list[Chunk]:
+    blob = LogArchive.objects.filter(attempt_id=attempt_id).values_list("data", flat=True).first()
+    return decode(blob) if blob is not None else []
+
+
+def _hot(attempt_id: int, after_seq: int = -1, limit: int | None = None) -> list[Chunk]:
+    rows = LogChunk.objects.filter(attempt_id=attempt_id, seq__gt=after_seq).order_by("seq")
+    rows = rows.values_list("seq", "offset", "stream", "data")
+    return [Chunk(*r) for r in (rows[:limit] if limit is not None else rows)]
+
+
+def chunks_after(attempt_id: int, after_seq: int, limit: int) -> list[tuple[int, str, str]]:
+    """Up to `limit` chunks with seq > after_seq, in order, as (seq, stream, data)."""
+    hot = _hot(attempt_id, after_seq, limit)  # hot first: a compaction in between moves rows to where we look next
+    archived = [c for c in _archived(attempt_id) if c.seq > after_seq]
+    chunks = merge(archived, hot)[:limit]
+    return [(c.seq, c.stream, c.data) for c in chunks]
+
+
+def all_chunks(attempt_id: int) -> list[Chunk]:
+    hot = _hot(attempt_id)  # before the archive, as in chunks_after
+    return merge(_archived(attempt_id), hot)
+
+
+def full_text(attempt_id: int) -> str:
+    return "".join(c.data for c in all_chunks(attempt_id))
+
+
+# --- compaction ----------------------------------------------------------------------------------
+def compact_attempt(attempt_id: int) -> bool:
+    """Fold an ended attempt's hot chunks into its archive; False when there was nothing to do."""
+    with transaction.atomic():
+        attempt = (
+            Attempt.objects.select_for_update()
+            .filter(pk=attempt_id)
+            .exclude(state__in=ATTEMPT_ACTIVE)
+            .only("pk")
+            .first()
+        )
+        if attempt is None:
+            return False
+        hot = _hot(attempt_id)
+        if not hot:
+            return False
+        chunks = merge(_archived(attempt_id), hot)
+        raw_bytes = sum(len(c.data.encode()) for c in chunks)
+        LogArchive.objects.update_or_create(
+            attempt_id=attempt_id, defaults={"chunks": len(chunks), "raw_bytes": raw_bytes, "data": encode(chunks)}
+        )
+        LogChunk.objects.filter(attempt_id=attempt_id, seq__lte=hot[-1].seq).delete()
+    return True
+
+
+def compact_ended(*, now=None, batch: int | None = None) -> int:
+    """Compact attempts ended at least EULER_LOG_COMPACT_AFTER seconds ago that still hold hot chunks."""
+    now = now or timezone.now()
+    batch = batch or settings.EULER_RETENTION_BATCH
+    before = now - timedelta(seconds=settings.EULER_LOG_COMPACT_AFTER)
+    total = 0
+    while True:
+        ids = list(
+            Attempt.objects.filter(pk__in=LogChunk.objects.values("attempt_id"), ended_at__lte=before)
+            .exclude(state__in=ATTEMPT_ACTIVE)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:batch]
+        )
+        done = sum(compact_attempt(pk) for pk in ids)
+        total += done
+        if len(ids) < batch or done == 0:
+            return total
