@@ -1,7 +1,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from console.views import agents, auth, dashboard, jobs, keys, members, nodes, usage
+from console.views import activity, agents, auth, dashboard, jobs, keys, members, nodes, usage
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -18,6 +18,7 @@ urlpatterns = [
     path("members/<id:user_id>/remove/", members.member_remove, name="member-remove"),
     path("nodes/", nodes.nodes, name="nodes"),
     path("usage/", usage.usage, name="usage"),
+    path("activity/", activity.activity, name="activity"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/new/", jobs.job_new, name="job-new"),
     path("jobs/<id:job_id>/", jobs.job_detail, name="job-detail"),
