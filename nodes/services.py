@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import audit
+import audit.context
 from euler import tokens
 from euler.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from nodeagent import protocol
@@ -159,7 +160,8 @@ def node_enroll(*, req: protocol.EnrollRequest, hostname_hint: str = "") -> tupl
         details={"trust": node.trust, "token_id": token.pk},
     )
     if token.auto_approve:
-        node = node_approve(node=node, trust=token.trust, public_pool=token.trust == TrustLevel.PLATFORM)
+        with audit.context.acting(audit.context.SYSTEM):  # approved by the dev token, not by the enrolling node
+            node = node_approve(node=node, trust=token.trust, public_pool=token.trust == TrustLevel.PLATFORM)
     return node, secret
 
 

@@ -242,3 +242,24 @@ def test_no_secret_appears_in_any_event(api, api_key, client, project, owner, ma
     for secret in secrets:
         assert secret not in dumped
     assert "euler_pk_" not in dumped and "euler_enroll_" not in dumped and "euler_node_" not in dumped
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_under_asgi_the_calling_api_key_is_the_actor(api_key):
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncClient
+
+    response = await AsyncClient().post(
+        "/api/v1/api-keys", {"label": "async"}, content_type="application/json", headers={"X-Euler-API-Key": api_key}
+    )
+    assert response.status_code == 201
+    event = await sync_to_async(last)("api_key.created")
+    caller = await sync_to_async(lambda: ApiKey.objects.get(label="tests").prefix)()
+    assert event.actor == f"api_key:{caller}" and event.ip == "127.0.0.1"
+
+
+def test_a_dev_token_auto_approval_is_recorded_as_system(settings, make_user):
+    settings.DEBUG = True
+    _, token = node_services.enrollment_token_create(trust="platform", auto_approve=True)
+    _enroll(token, "dev-1")
+    assert (last("node.enrolled").actor, last("node.approved").actor) == ("node:dev-1", "system")

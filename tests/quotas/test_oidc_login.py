@@ -11,6 +11,7 @@ import requests
 from django.contrib.auth import get_user_model
 from django.test import override_settings
 
+from audit.models import AuditEvent
 from quotas.models import Membership, Project, Quota
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,6 +84,8 @@ def test_first_login_creates_the_user_a_default_project_and_its_quota(live_serve
     membership = Membership.objects.get(user=user)
     assert membership.role == "owner"
     assert Quota.objects.filter(project=membership.project).exists()
+    signed_in = AuditEvent.objects.get(action="login.succeeded")
+    assert (signed_in.actor, signed_in.details) == ("user:alice", {"method": "oidc"})
 
     api = browser.get(f"{live_server.url}/api/v1/project", timeout=10)
     assert api.status_code == 200
