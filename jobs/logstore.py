@@ -11,12 +11,15 @@ Archive format: zlib(JSON header line + UTF-8 text), the header listing [seq, of
 from __future__ import annotations
 
 import json
+import threading
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from jobs.models import Attempt, LogArchive, LogChunk
@@ -67,9 +70,53 @@ def merge(archived: list[Chunk], hot: list[Chunk]) -> list[Chunk]:
 
 
 # --- reads ---------------------------------------------------------------------------------------
+class _DecodedCache:
+    """Recently decoded archives per process, so that a reader paging through a long log (the websocket's
+    backlog, `?follow=1`) decompresses it once. An entry is valid while the archive's (chunks, raw_bytes,
+    compressed size) is unchanged: recompaction only ever adds chunks."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.used = max_bytes, 0
+        self.entries: OrderedDict[int, tuple[tuple, list[Chunk]]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, attempt_id: int, version: tuple) -> list[Chunk] | None:
+        with self.lock:
+            hit = self.entries.get(attempt_id)
+            if hit is None or hit[0] != version:
+                return None
+            self.entries.move_to_end(attempt_id)
+            return hit[1]
+
+    def put(self, attempt_id: int, version: tuple, chunks: list[Chunk]) -> None:
+        size = version[1]
+        if size > self.max_bytes:
+            return
+        with self.lock:
+            old = self.entries.pop(attempt_id, None)
+            if old is not None:
+                self.used -= old[0][1]
+            self.entries[attempt_id] = (version, chunks)
+            self.used += size
+            while self.used > self.max_bytes:
+                _, (evicted, _chunks) = self.entries.popitem(last=False)
+                self.used -= evicted[1]
+
+
+_decoded = _DecodedCache(max_bytes=64 * 1024 * 1024)
+
+
 def _archived(attempt_id: int) -> list[Chunk]:
-    blob = LogArchive.objects.filter(attempt_id=attempt_id).values_list("data", flat=True).first()
-    return decode(blob) if blob is not None else []
+    archives = LogArchive.objects.filter(attempt_id=attempt_id)
+    version = archives.values_list("chunks", "raw_bytes", Length("data")).first()
+    if version is None:
+        return []
+    chunks = _decoded.get(attempt_id, version)
+    if chunks is None:
+        row = archives.values_list("chunks", "raw_bytes", Length("data"), "data").first()
+        version, chunks = row[:3], decode(row[3])
+        _decoded.put(attempt_id, version, chunks)
+    return chunks
 
 
 def _hot(attempt_id: int, after_seq: int = -1, limit: int | None = None) -> list[Chunk]:

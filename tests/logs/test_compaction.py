@@ -150,3 +150,15 @@ def test_compaction_in_batches_covers_every_ended_attempt(project, node_and_cred
         attempts.append(attempt)
     assert logstore.compact_ended(now=later(), batch=2) == 5
     assert [logs_api.full_text(a.pk) for a in attempts] == [f"{a.pk}\n" for a in attempts]
+
+
+def test_the_decoded_cache_keeps_the_newest_within_its_bytes_and_checks_the_version():
+    cache = logstore._DecodedCache(max_bytes=100)
+    one, two = [logstore.Chunk(0, 0, "stdout", "a")], [logstore.Chunk(0, 0, "stdout", "b")]
+    cache.put(1, (1, 60, 10), one)
+    assert cache.get(1, (1, 60, 10)) is one
+    assert cache.get(1, (2, 61, 11)) is None  # recompacted since: decoded again
+    cache.put(2, (1, 60, 10), two)  # 120 bytes > 100: the oldest goes
+    assert cache.get(1, (1, 60, 10)) is None and cache.get(2, (1, 60, 10)) is two
+    cache.put(3, (1, 500, 10), one)  # larger than the whole cache: not kept
+    assert cache.get(3, (1, 500, 10)) is None
