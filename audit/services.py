@@ -18,6 +18,7 @@ _SECRET_WORDS = frozenset(
 # Values that look like an Euler secret (API key, enrollment token, node credential, invitation) or a bearer.
 _SECRET_VALUE = re.compile(r"euler_(?:pk|enroll|node|inv)_[A-Za-z0-9_-]{8,}|\bBearer\s+\S+", re.IGNORECASE)
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_URL_QUERY = re.compile(r"(?<=[a-z]://)([^\s?#]*)\?[^\s#]*", re.IGNORECASE)  # a query may carry a token
 _ALLOWED_KEYS = frozenset({"token_id", "key_id", "key_prefix", "prefix", "key_ids", "label"})
 MAX_DETAIL_TEXT = 1000
 
@@ -38,7 +39,8 @@ def scrub(value: Any, key: str = "") -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [scrub(v) for v in value]
     if isinstance(value, str):
-        return _URL_USERINFO.sub(REDACTED + "@", _SECRET_VALUE.sub(REDACTED, value[:MAX_DETAIL_TEXT]))
+        text = _SECRET_VALUE.sub(REDACTED, value[:MAX_DETAIL_TEXT])
+        return _URL_QUERY.sub(r"\1?" + REDACTED, _URL_USERINFO.sub(REDACTED + "@", text))
     if value is None or isinstance(value, bool | int | float):
         return value
     return scrub(str(value))

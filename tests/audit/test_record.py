@@ -71,6 +71,13 @@ def test_scrub_redacts_secret_keys_and_secret_looking_values():
     assert out["nested"] == [{"secret": REDACTED}, REDACTED]
 
 
+def test_scrub_removes_credentials_and_queries_from_urls():
+    assert scrub("https://bob:hunter2@agent.example.com:8443/v1?key=abc&x=1#top") == (
+        f"https://{REDACTED}@agent.example.com:8443/v1?{REDACTED}#top"
+    )
+    assert scrub("http://127.0.0.1:9001/path") == "http://127.0.0.1:9001/path"
+
+
 # --- the API -------------------------------------------------------------------------------------
 
 
