@@ -263,3 +263,35 @@ def test_a_dev_token_auto_approval_is_recorded_as_system(settings, make_user):
     _, token = node_services.enrollment_token_create(trust="platform", auto_approve=True)
     _enroll(token, "dev-1")
     assert (last("node.enrolled").actor, last("node.approved").actor) == ("node:dev-1", "system")
+
+
+def test_quota_changed_in_the_projects_admin_page(project, owner, make_user, client):
+    client.force_login(make_user("root", staff=True))
+    quota, membership = project.quota, Membership.objects.get(project=project)
+    form = {
+        "name": project.name,
+        "slug": project.slug,
+        "quota-TOTAL_FORMS": "1",
+        "quota-INITIAL_FORMS": "1",
+        "quota-MIN_NUM_FORMS": "0",
+        "quota-MAX_NUM_FORMS": "1",
+        "quota-0-id": quota.pk,
+        "quota-0-project": project.pk,
+        "quota-0-cpu_core_seconds": quota.cpu_core_seconds,
+        "quota-0-gpu_seconds": quota.gpu_seconds,
+        "quota-0-invocations": 7,
+        "quota-0-max_concurrent_jobs": quota.max_concurrent_jobs,
+        "quota-0-max_api_keys": quota.max_api_keys,
+        "memberships-TOTAL_FORMS": "1",
+        "memberships-INITIAL_FORMS": "1",
+        "memberships-MIN_NUM_FORMS": "0",
+        "memberships-MAX_NUM_FORMS": "1000",
+        "memberships-0-id": membership.pk,
+        "memberships-0-project": project.pk,
+        "memberships-0-user": owner.pk,
+        "memberships-0-role": "owner",
+    }
+    response = client.post(f"/admin/quotas/project/{project.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    event = last("quota.changed")
+    assert (event.actor, event.project_id, event.details) == ("user:root", project.pk, {"invocations": 7})
