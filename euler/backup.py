@@ -211,6 +211,8 @@ def engine() -> str:
 def backup(directory: Path) -> Manifest:
     """Dump the database into `directory` (created; must be empty) with its manifest."""
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise BackupError(f"{directory} is a file: give a new directory for each backup")
     if directory.exists() and any(directory.iterdir()):
         raise BackupError(f"{directory} is not empty: give a new directory for each backup")
     kind = engine()

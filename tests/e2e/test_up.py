@@ -86,6 +86,7 @@ class MakeUp:
         )
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self.seen: list[psutil.Process] = []  # every process of every start, for the teardown after a failure
 
     def start(self) -> MakeUp:
         from nodes.models import Node
@@ -101,6 +102,7 @@ class MakeUp:
         wait_for(self._ready, "make up answers /readyz and starts its local node", timeout=90)
         wait_for(lambda: Node.objects.filter(name=self.node_name, online=True).exists(), "the local node is online")
         wait_for(lambda: len(self.named("worker").children()) >= 2, "the worker's pool runs")
+        self.seen += self.tree()
         return self
 
     def _ready(self) -> bool:
@@ -154,9 +156,11 @@ class MakeUp:
         """Teardown after a failure: whatever is left of this platform goes."""
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(psutil.Error):
-                for p in self.tree():
-                    with contextlib.suppress(psutil.Error):
-                        p.kill()
+                self.seen += self.tree()
+        for p in self.seen:
+            with contextlib.suppress(psutil.Error):
+                p.kill()  # psutil checks the start time: a reused pid is not this process
+        if self.proc is not None:
             self.proc.wait(timeout=10)
         shutil.rmtree(self.data, ignore_errors=True)
 

@@ -187,3 +187,13 @@ def test_a_restore_is_refused_into_a_database_that_is_not_empty_or_of_another_en
     newer = manifest(migrations={"jobs": ["0001_initial", "0099_future"]})
     assert "newer Euler" in decide(newer) and "jobs.0099_future" in decide(newer)
     assert "format 9" in decide(manifest(format=9))
+
+
+def test_backup_wants_a_new_directory_and_restore_a_backup_directory(tmp_path):
+    from django.core.management.base import CommandError
+
+    (tmp_path / "old").write_text("")
+    with pytest.raises(CommandError, match="not empty: give a new directory"):
+        call_command("backup", str(tmp_path))
+    with pytest.raises(CommandError, match="holds no manifest.json"):
+        call_command("restore", str(tmp_path))
