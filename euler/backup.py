@@ -253,6 +253,8 @@ def restore(directory: Path) -> Manifest:
     """Load a backup into the (empty) database DATABASE_URL names; refuses before touching it when it cannot."""
     directory = Path(directory)
     manifest = Manifest.read(directory)
+    if manifest.dump not in DUMPS.values():
+        raise BackupError(f"{directory / MANIFEST} names an unexpected dump file {manifest.dump!r}")
     dump = directory / manifest.dump
     if not dump.is_file():
         raise BackupError(f"{dump} is missing")

@@ -1,7 +1,7 @@
 """The `make up` supervisor: runs each child in a process group it owns and stops them all, however it is stopped.
 
-- The first SIGINT, SIGTERM or SIGHUP starts an orderly stop (node, beat, worker, web, then redis); later
-  signals are counted and reported, never raised into the stop.
+- The first SIGINT, SIGTERM or SIGHUP starts an orderly stop (SIGTERM to every child's leader at once, Redis
+  after the others, which need it to shut down); later signals are reported and ignored, never raised into it.
 - The stop has a bound: a group still alive after it gets SIGKILL, and the supervisor says so.
 - Killed itself (kill -9), the supervisor still takes its children along: each child gets SIGTERM from the
   kernel (PR_SET_PDEATHSIG), and a watchdog process that holds the other end of a pipe stops every
@@ -73,7 +73,6 @@ class Supervisor:
         self.children: dict[str, subprocess.Popen] = {}
         self.stop_timeout = stop_timeout
         self.stop_signal: int | None = None
-        self.stopping = False
         self._signals: list[int] = []
         self._reported = 0
         self._starting = True
@@ -145,9 +144,6 @@ class Supervisor:
         _say(f"started {name} (pid {proc.pid})")
         return proc
 
-    def pids(self) -> dict[str, int]:
-        return {name: proc.pid for name, proc in self.children.items()}
-
     def _stop_groups(self, names: list[str], bound: float) -> None:
         """SIGTERM to each child, wait up to `bound` for them, then SIGKILL whatever is left in their groups."""
         for name in names:  # the leader only: it stops its own children (celery's pool) in order
@@ -176,7 +172,6 @@ class Supervisor:
 
     def stop_all(self) -> None:
         """The orderly stop; bounded, and deaf to further signals. Safe to call more than once."""
-        self.stopping = True
         self._starting = False
         self._reported = len(self._signals)  # those started the stop; any later one is reported as ignored
         first = [n for n in self.children if n not in STOPPED_LAST]
