@@ -108,8 +108,8 @@ def _start_services(sup: Supervisor, settings, *, host: str, port: str) -> None:
     else:
         web = [py, "-m", "uvicorn", "euler.asgi:application", "--host", host, "--port", port, "--no-access-log"]
         web += ["--loop", "uvloop", "--http", "httptools", "--ws", "websockets"]
-        # Node agents hold a long-poll open (up to 25 s): cut it rather than let the stop run into its bound.
-        web += ["--timeout-graceful-shutdown", str(max(1, int(sup.stop_timeout / 2)))]
+        # Node agents hold a long-poll open (up to 25 s): cut it (they retry) rather than run into the bound.
+        web += ["--timeout-graceful-shutdown", str(max(1, int(sup.stop_timeout / 3)))]
     sup.spawn("web", web)
     sup.spawn("worker", [py, "-m", "celery", "-A", "euler", "worker", "-l", "warning", "-c", "2"])
     sup.spawn(

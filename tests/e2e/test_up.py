@@ -255,12 +255,19 @@ def test_jobs_running_when_make_up_stops_end_once_with_their_whole_log_after_it_
     from jobs.models import Attempt, Job, JobEvent
     from nodes.models import Node
 
+    t0 = time.monotonic()
+
+    def phase(what: str) -> None:
+        print(f"\n[{time.monotonic() - t0:6.1f} s] {what}", flush=True)
+
     make_up.env["EULER_NODE_LABELS"] = "host=local"
     make_up.start()
+    phase("make up answers")
     jobs = Jobs(make_up, project)
     agent, ext_name = external_agent(make_up, tmp_path, settings)
     try:
         wait_for(lambda: Node.objects.filter(name=ext_name, online=True).exists(), "the external node is online")
+        phase("the external node is online")
         ids = [
             jobs.submit(
                 f"{host}-{kind}", script.format(name=f"{host}-{kind}", lines=SHORT_LINES), selector={"host": host}
@@ -270,14 +277,17 @@ def test_jobs_running_when_make_up_stops_end_once_with_their_whole_log_after_it_
         ]
         started = Job.objects.filter(id__in=ids, state__in=["running", "succeeded"])
         wait_for(lambda: started.count() == 4, "all four jobs run")
+        phase("all four jobs run")
         on = dict(Attempt.objects.filter(job_id__in=ids).values_list("job__name", "node__name"))
         assert on == {"local-short": make_up.node_name, "local-long": make_up.node_name,
                       "external-short": ext_name, "external-long": ext_name}  # fmt: skip
 
         assert_stops_clean(make_up, how)
+        phase(f"stopped ({how})")
         time.sleep(outage)  # the outage itself: nothing to wait for
         assert agent.alive(), "the external agent outlives the control plane"
         make_up.start()
+        phase("make up answers again")
         long_jobs = Job.objects.filter(id__in=ids, name__endswith="-long")
         assert sorted(long_jobs.values_list("state", flat=True)) == ["running", "running"]
         for job_id in long_jobs.values_list("id", flat=True):
@@ -285,6 +295,7 @@ def test_jobs_running_when_make_up_stops_end_once_with_their_whole_log_after_it_
             container.kill(signal="SIGUSR1")
 
         wait_for(lambda: not Job.objects.filter(id__in=ids).exclude(state__in=TERMINAL).exists(), "every job ends")
+        phase("every job ended")
         for job in Job.objects.filter(id__in=ids):
             attempts = Attempt.objects.filter(job=job).count()
             ends = JobEvent.objects.filter(job=job, to_state__in=TERMINAL).count()
@@ -292,6 +303,7 @@ def test_jobs_running_when_make_up_stops_end_once_with_their_whole_log_after_it_
             text = jobs.http.get(f"jobs/{job.id}/logs").text
             assert whole_log(job.name, text), f"{job.name}: {text!r}"
         assert_stops_clean(make_up, then)
+        phase(f"stopped ({then})")
         if then == "sigint-twice":
             assert "SIGINT ignored: already stopping" in make_up.log()
     finally:
