@@ -1,17 +1,19 @@
 """`make up`: migrate, create the admin once, then run redis, web, worker, beat (and a local node) in the foreground.
 
-Ctrl-C or SIGTERM stops every child; a child that dies stops the rest and exits non-zero.
+Ctrl-C, SIGTERM or SIGHUP stops every child within EULER_UP_STOP_TIMEOUT seconds (see euler/supervisor.py);
+a child that dies stops the rest and exits non-zero.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import signal
-import subprocess
+import socket
 import sys
-import time
 from pathlib import Path
+
+from euler.env import env_float
+from euler.supervisor import Supervisor
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
 
@@ -45,51 +47,6 @@ def _ensure_admin() -> None:
         _say(f"its password (shown once, write it down): {password}")
 
 
-class Supervisor:
-    def __init__(self) -> None:
-        self.children: dict[str, subprocess.Popen] = {}
-        self.stopping = False
-
-    def spawn(self, name: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
-        self.children[name] = subprocess.Popen(argv, cwd=BASE, env=env or os.environ.copy(), start_new_session=True)
-        _say(f"started {name} (pid {self.children[name].pid})")
-        return self.children[name]
-
-    def stop_all(self) -> None:
-        self.stopping = True
-        for proc in self.children.values():
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 10
-        for proc in self.children.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-
-    def run(self) -> int:
-        def _on_signal(signum, frame):
-            raise KeyboardInterrupt
-
-        signal.signal(signal.SIGTERM, _on_signal)
-        try:
-            while True:
-                for name, proc in self.children.items():
-                    code = proc.poll()
-                    if code is not None:
-                        _say(f"{name} exited with code {code}; stopping everything")
-                        self.stop_all()
-                        return code or 1
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            _say("stopping…")
-            self.stop_all()
-            return 0
-
-
 def main() -> int:
     import django
 
@@ -99,26 +56,51 @@ def main() -> int:
 
     from euler import embedded_redis
 
-    sup = Supervisor()
-    if settings.EULER_REDIS_EMBEDDED:
-        sock = settings.EULER_EMBEDDED_REDIS_SOCKET
-        try:
-            embedded_redis.start(sock, spawn=lambda args: sup.spawn("redis", args))
-        except RuntimeError as exc:
-            _say(str(exc))
-            sup.stop_all()
-            return 1
-        _say(f"redis on {settings.REDIS_URL}")
-
-    try:
-        call_command("migrate", interactive=False, verbosity=0)
-        _ensure_admin()
-    except BaseException:
-        sup.stop_all()  # never leave the embedded redis behind
-        raise
-
     port = os.environ.get("PORT", "8000")
     host = os.environ.get("HOST", "127.0.0.1")
+    if not _port_free(host, port):
+        _say(f"port {port} on {host} is in use (another `make up` still running?); set PORT=… to use another")
+        return 1
+    sup = Supervisor(stop_timeout=env_float("EULER_UP_STOP_TIMEOUT", 10.0, minimum=1.0))
+    try:
+        if settings.EULER_REDIS_EMBEDDED:
+            try:
+                embedded_redis.start(settings.EULER_EMBEDDED_REDIS_SOCKET, spawn=lambda args: sup.spawn("redis", args))
+            except RuntimeError as exc:
+                _say(str(exc))
+                sup.stop_all()
+                return 1
+            _say(f"redis on {settings.REDIS_URL}")
+        call_command("migrate", interactive=False, verbosity=0)
+        _ensure_admin()
+        _start_services(sup, settings, host=host, port=port)
+    except KeyboardInterrupt:
+        _say("stopping during start-up…")
+        sup.stop_all()  # never leave the embedded redis behind
+        return 0
+    except BaseException:
+        sup.stop_all()
+        raise
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    _say(f"console:  {url}/        admin: {url}/admin/        API docs: {url}/api/docs/")
+    _say("next: sign in, create an API key under the console (or `python manage.py createapikey --project NAME`),")
+    _say('      then: curl -H "X-Euler-API-Key: $KEY" ' + f"{url}/api/v1/project")
+    _say("Ctrl-C stops everything.")
+    return sup.run()
+
+
+def _port_free(host: str, port: str) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, int(port)))
+        except OSError:
+            return False
+    return True
+
+
+def _start_services(sup: Supervisor, settings, *, host: str, port: str) -> None:
     server = os.environ.get("EULER_WEB_SERVER", "uvicorn")
     py = sys.executable
     if server == "daphne":
@@ -126,6 +108,8 @@ def main() -> int:
     else:
         web = [py, "-m", "uvicorn", "euler.asgi:application", "--host", host, "--port", port, "--no-access-log"]
         web += ["--loop", "uvloop", "--http", "httptools", "--ws", "websockets"]
+        # Node agents hold a long-poll open (up to 25 s): cut it (they retry) rather than run into the bound.
+        web += ["--timeout-graceful-shutdown", str(max(1, int(sup.stop_timeout / 3)))]
     sup.spawn("web", web)
     sup.spawn("worker", [py, "-m", "celery", "-A", "euler", "worker", "-l", "warning", "-c", "2"])
     sup.spawn(
@@ -149,13 +133,6 @@ def main() -> int:
         maybe_start_local_node = None
     if maybe_start_local_node is not None:
         maybe_start_local_node(sup, port=port)
-
-    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    _say(f"console:  {url}/        admin: {url}/admin/        API docs: {url}/api/docs/")
-    _say("next: sign in, create an API key under the console (or `python manage.py createapikey --project NAME`),")
-    _say('      then: curl -H "X-Euler-API-Key: $KEY" ' + f"{url}/api/v1/project")
-    _say("Ctrl-C stops everything.")
-    return sup.run()
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ def local_node_env(*, port: int | str, state_dir: Path, name: str, token: str | 
         "DOCKER_CERT_PATH",
         "DOCKER_TLS_VERIFY",
         "EULER_LOG_LEVEL",
+        "EULER_NODE_LABELS",
     )
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(
