@@ -26,18 +26,11 @@ from jobs.models import Attempt, Job
 from jobs.scheduling import policy
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, AttemptState, JobState
+from jobs.wakeups import redis_key, wake_nodes
 
 log = logging.getLogger(__name__)
 
 ADVISORY_KEY = 0x45554C45_4A4F4253 & 0x7FFFFFFFFFFFFFFF  # "EULEJOBS"
-
-
-def redis_key(name: str) -> str:
-    """Scheduler keys per database: deployments (or test runs) sharing a Redis do not block each other.
-
-    `lock`: one pass at a time; `dirty`: a pass was asked for; `requested`: a task is queued, not started.
-    """
-    return f"euler:jobs:scheduler:{connection.settings_dict.get('NAME')}:{name}"
 
 
 @dataclass
@@ -245,20 +238,6 @@ def _batch(*, now: datetime, size: int, after: tuple | None, rows: dict) -> tupl
     return stats, (last.queued_at, last.pk), len(jobs)
 
 
-def wake_nodes(node_ids: list[int]) -> None:
-    """nodes.channel.wake for many nodes in one Redis round trip (a lost wake-up only waits for the next poll)."""
-    from euler.redis import client
-    from nodes import channel
-
-    try:
-        pipe = client().pipeline(transaction=False)
-        for node_id in node_ids:
-            pipe.publish(f"{channel.WAKE_PREFIX}{node_id}", b"1")
-        pipe.execute()
-    except Exception as exc:  # noqa: BLE001 - never fail a committed pass over a wake-up
-        log.warning("wake-up of %d nodes not sent: %s", len(node_ids), type(exc).__name__)
-
-
 def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassStats:
     """Place queued jobs, oldest first, one transaction per batch of `batch` jobs."""
     size = batch or settings.EULER_SCHEDULER_BATCH
@@ -275,29 +254,6 @@ def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassSt
             return stats
 
 
-def request_pass() -> None:
-    """Ask for a pass: mark the queue dirty, and enqueue a task unless one is queued and not yet started.
-
-    A burst of submits thus costs one Celery task, not one each; a pass already running sees the flag
-    and goes again. Never raises: beat runs a pass every few seconds anyway.
-    """
-    from jobs import tasks
-
-    try:
-        from euler.redis import client
-
-        r = client()
-        r.set(redis_key("dirty"), 1)
-        if not r.set(redis_key("requested"), 1, nx=True, ex=30):
-            return
-    except Exception as exc:  # noqa: BLE001 - without Redis, enqueue anyway
-        log.warning("scheduler flags unavailable: %s", type(exc).__name__)
-    try:
-        tasks.schedule.delay()
-    except Exception as exc:  # noqa: BLE001 - the broker being down only delays placement to the next beat
-        log.warning("scheduling pass not requested: %s", type(exc).__name__)
-
-
 def run(*, now: datetime | None = None) -> PassStats:
     """Run passes until nobody asked for another; returns at once when another process holds the pass."""
     import redis
@@ -307,7 +263,7 @@ def run(*, now: datetime | None = None) -> PassStats:
     stats = PassStats()
     try:
         r = client()
-        r.delete(redis_key("requested"))  # from here on, a new request enqueues a new task (see request_pass)
+        r.delete(redis_key("requested"))  # from here on, a new request enqueues a new task (see wakeups)
         r.set(redis_key("dirty"), 1)
         while True:
             lock = r.lock(redis_key("lock"), timeout=120, blocking=False)
