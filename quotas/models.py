@@ -21,6 +21,8 @@ class Project(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Fair-share weight: on contended capacity the project gets weight / (sum of the waiting projects' weights).
+    weight = models.FloatField(default=1.0)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
 
     class Meta:

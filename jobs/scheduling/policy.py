@@ -122,7 +122,7 @@ class _Relevant:
 class _Class:
     """Nodes sharing static attributes, in a max-heap by free capacity (lazy entries, checked by version)."""
 
-    __slots__ = ("rep", "members", "entries", "too_big", "has_gpu", "explained")
+    __slots__ = ("rep", "members", "entries", "too_big", "has_gpu", "explained", "totals")
 
     def __init__(self, rep: NodeSnapshot) -> None:
         self.rep = rep
@@ -131,6 +131,7 @@ class _Class:
         self.entries: list[tuple] = []
         self.too_big: list[tuple[int, int, int]] = []  # shapes that found no room here this pass
         self.explained: dict[tuple[int, int, int], dict[str, int]] = {}
+        self.totals: set[tuple[int, int, int]] | None = None
 
 
 class _Reservation:
@@ -319,12 +320,11 @@ def explain(state: _State, job: JobSnapshot) -> str:
 
 def _fits_once_free(state: _State, cls: _Class, job: JobSnapshot) -> bool:
     """Whether some node of the class has the totals for the job (it fits once that node's running jobs end)."""
-    for i in cls.members:
-        node = state.nodes[i]
-        if node.cpu_milli >= job.cpu_milli and node.memory_bytes >= job.memory_bytes:
-            if len(node.gpu_uuids) >= job.gpu_count:
-                return True
-    return False
+    if cls.totals is None:  # the distinct node sizes in the class: few, whatever the number of nodes
+        cls.totals = {
+            (state.nodes[i].cpu_milli, state.nodes[i].memory_bytes, len(state.nodes[i].gpu_uuids)) for i in cls.members
+        }
+    return any(c >= job.cpu_milli and m >= job.memory_bytes and g >= job.gpu_count for c, m, g in cls.totals)
 
 
 class _Fair:
