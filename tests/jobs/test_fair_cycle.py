@@ -9,8 +9,10 @@ from django.utils import timezone
 
 from jobs.models import Job
 from jobs.scheduling import cycle
+from quotas.models import Project
 
 pytestmark = pytest.mark.django_db
+GIB = 1024**3
 
 
 def test_priority_is_validated_stored_and_shown(api, submit):
@@ -67,3 +69,24 @@ def test_decayed_usage_from_the_ledger_counts_with_a_half_life(project, settings
     assert recent is not None and recent[0] > 0 and recent[2] == 0
     settings.EULER_FAIRSHARE_HALF_LIFE = 0.0
     assert cycle.project_limits({project.pk}, now=now)[project.pk].recent is None
+
+
+def test_the_project_and_usage_show_the_weight_and_the_share(api, project, make_node, submit, schedule):
+    make_node(cpu_milli=4000, memory_bytes=8 * GIB)
+    submit(cpu_milli=1000, memory_bytes=GIB)
+    schedule()
+    Project.objects.filter(pk=project.pk).update(weight=2)
+    body = api.get("/api/v1/project").json()
+    assert body["weight"] == 2.0
+    share = body["fair_share"]
+    assert share["holds"] == 0.25 and share["share"] == 0.125 and share["dominant_resource"] == "cpu_milli"
+    assert share["held"] == {"cpu_milli": 1000, "memory_bytes": GIB, "gpus": 0}
+    assert share["capacity"]["cpu_milli"] == 4000
+    usage = api.get("/api/v1/usage").json()
+    assert usage["weight"] == 2.0 and usage["fair_share"] == share
+
+
+def test_another_projects_nodes_are_not_in_the_capacity(api, other_project, make_node):
+    make_node(cpu_milli=4000)
+    make_node(cpu_milli=8000, trust="untrusted", owner_project=other_project)
+    assert api.get("/api/v1/project").json()["fair_share"]["capacity"]["cpu_milli"] == 4000
