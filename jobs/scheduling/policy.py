@@ -345,10 +345,20 @@ class _Fair:
         self.share = self.dominant / self.weight
 
     def add(self, job: JobSnapshot) -> None:
-        self.held[0] += job.cpu_milli
-        self.held[1] += job.memory_bytes
-        self.held[2] += job.gpu_count
-        self.update()
+        held = self.held
+        held[0] += job.cpu_milli
+        held[1] += job.memory_bytes
+        held[2] += job.gpu_count
+        if self.recent is not None:
+            self.update()
+            return
+        cap = self.capacity  # fairshare.dominant inlined: this runs once per placement
+        d = held[0] / cap[0] if cap[0] > 0 else 0.0
+        if cap[1] > 0 and held[1] / cap[1] > d:
+            d = held[1] / cap[1]
+        if cap[2] > 0 and held[2] / cap[2] > d:
+            d = held[2] / cap[2]
+        self.dominant, self.share = d, d / self.weight
 
     def holds(self) -> float:
         """The fraction of its capacity the project holds now (the dominant resource, unweighted, no history)."""
@@ -362,12 +372,6 @@ def _order(job: JobSnapshot) -> tuple:
 
 def _at_cap(limit: ProjectLimit | None, active: int) -> bool:
     return limit is not None and limit.max_concurrent is not None and active >= limit.max_concurrent
-
-
-def _best_now(state: _State, job: JobSnapshot) -> int | None:
-    plain, gpu = state.classes_for(job)
-    i = state.take(plain, job) if job.gpu_count == 0 else None
-    return state.take(gpu, job) if i is None else i
 
 
 def _reserve(
@@ -438,7 +442,7 @@ def place(
     `reserve_after` (seconds; None: no reservations) lets starved jobs reserve nodes. The same inputs in any
     order give the same plan."""
     projects = projects or {}
-    jobs = sorted(jobs, key=lambda j: (j.project_id, *_order(j)))
+    jobs = sorted(jobs, key=lambda j: (j.project_id, -j.priority, j.queued_at, j.id))  # projects' own order
     state = _State(sorted(nodes, key=lambda n: n.id), _Relevant(jobs))
     queues: dict[int, list[JobSnapshot]] = {}
     for job in jobs:
@@ -457,23 +461,26 @@ def place(
     cursor = dict.fromkeys(queues, 0)
     heap = [(fair[pid].share, queue[0].queued_at, queue[0].id, pid) for pid, queue in queues.items()]
     heapq.heapify(heap)
-    while heap:  # each placement goes to the project with the lowest share, recomputed after it
-        pid = heapq.heappop(heap)[3]
+    current = heapq.heappop(heap) if heap else None
+    while current is not None:  # each placement goes to the project with the lowest share, recomputed after it
+        pid = current[3]
+        current = None
         queue, limit, k = queues[pid], projects.get(pid), cursor[pid]
+        capped = limit is not None and limit.max_concurrent is not None
         while k < len(queue):
             job = queue[k]
             k += 1
             if job.not_before is not None and job.not_before > now:
                 pending[job.id] = REASON_BACKOFF
                 continue
-            if _at_cap(limit, active.get(pid, 0)):
+            if capped and active[pid] >= limit.max_concurrent:
                 reason = f"concurrency_quota: the project runs {active[pid]} of {limit.max_concurrent} concurrent jobs"
                 for rest in queue[k - 1 :]:
                     waits = rest.not_before is not None and rest.not_before > now
                     pending[rest.id] = REASON_BACKOFF if waits else reason
                 k = len(queue)
                 break
-            mine = reservations.get(job.id)
+            mine = reservations.get(job.id) if reservations else None
             if mine is not None:
                 i = mine if state.fits(mine, (job.cpu_milli, job.memory_bytes, job.gpu_count)) else None
                 if i is None:
@@ -481,7 +488,10 @@ def place(
                     continue
                 del state.reserved[i]  # consumed by this placement: others may take exactly what they could
             else:
-                i = _best_now(state, job)
+                plain, gpu = state.classes_for(job)
+                i = state.take(plain, job) if job.gpu_count == 0 else None
+                if i is None:
+                    i = state.take(gpu, job)
             if i is None:
                 blocked = _blocking_reservations(state, job, reserve_after) if state.reserved else None
                 if blocked is not None:
@@ -499,10 +509,12 @@ def place(
             if limit is not None:
                 active[pid] += 1
             fair[pid].add(job)
-            if k < len(queue):
-                heapq.heappush(heap, (fair[pid].share, queue[k].queued_at, queue[k].id, pid))
+            if k < len(queue):  # stays current while it is still the lowest: no heap work then
+                current = heapq.heappushpop(heap, (fair[pid].share, queue[k].queued_at, queue[k].id, pid))
             break
         cursor[pid] = k
+        if current is None and heap:
+            current = heapq.heappop(heap)
     contended = len(queues) > 1
     for job, reason, later in waiting:
         f = fair[job.project_id]
