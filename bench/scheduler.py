@@ -279,7 +279,7 @@ def bench_db(n_nodes: int, n_jobs: int) -> None:
     if connection.vendor != "postgresql":
         print("full pass: skipped (set DATABASE_URL to PostgreSQL)")
         return
-    connection.settings_dict["TEST"]["NAME"] = "euler_bench_scheduler"
+    connection.settings_dict["TEST"]["NAME"] = f"euler_bench_scheduler_{os.getpid()}"  # runs side by side
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     try:
         from django.utils import timezone
