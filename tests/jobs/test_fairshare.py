@@ -225,3 +225,16 @@ def test_the_fair_share_plan_is_deterministic_and_independent_of_input_order():
         rng.shuffle(nodes)
         again = policy.place(jobs, nodes, now=1000.0, projects=dict(reversed(limits.items())), reserve_after=300)
         assert again == first
+
+
+def test_a_job_blocked_by_several_reservations_names_them():
+    full = dict(cpu_milli=4000, used_cpu_milli=3000)
+    nodes = [node(1, **full), node(2, **full)]
+    big = [job(1, 1, cpu_milli=2000, queued_at=0.0), job(2, 2, cpu_milli=2000, queued_at=0.0)]
+    older = job(3, 3, cpu_milli=500, queued_at=-10.0)  # older than both, but its project holds the running jobs
+    limits = {3: ProjectLimit(held=(6000.0, 0.0, 0.0))}
+    plan = policy.place([*big, older], nodes, now=400.0, projects=limits, reserve_after=300)
+    assert plan.reservations == {1: 1, 2: 2}
+    assert plan.pending[3] == "2 nodes reserved for jobs that have waited over 300 s (n1, n2)"
+    plan = policy.place([*big, job(4, 3, cpu_milli=500, queued_at=350.0)], nodes, now=400.0, reserve_after=300)
+    assert plan.pending[4] == "2 nodes reserved for older jobs (n1, n2)"
