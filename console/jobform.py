@@ -49,6 +49,8 @@ def payload_from_form(post) -> tuple[dict, dict[str, str]]:
     for field in INT_FIELDS:
         if post.get(field, "").strip():
             payload[field] = _int_or_raw(post[field])
+    if post.get("priority", "").strip():
+        payload["priority"] = _int_or_raw(post["priority"])
     for field in ("region", "pool", "min_trust"):
         if post.get(field, "").strip():
             payload[field] = post[field].strip()

@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from jobs import fencing, transitions, usage
 from jobs.models import Attempt, Job
-from jobs.services import schedule_on_commit, wake_on_commit
 from jobs.states import (
     ACTIVE,
     ATTEMPT_ACTIVE,
@@ -26,6 +25,7 @@ from jobs.states import (
     retry_category,
     retry_delay,
 )
+from jobs.wakeups import schedule_on_commit, wake_on_commit
 from nodeagent import protocol
 
 log = logging.getLogger(__name__)

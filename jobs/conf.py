@@ -19,6 +19,10 @@ EULER_JOB_START_GRACE = env_int("EULER_JOB_START_GRACE", 900, minimum=0)
 EULER_JOB_REDELIVER_AFTER = env_float("EULER_JOB_REDELIVER_AFTER", 30.0, minimum=1)
 # A running attempt that its node's heartbeats stop listing for this long is lost (its container vanished).
 EULER_JOB_MISSING_GRACE = env_float("EULER_JOB_MISSING_GRACE", 20.0, minimum=1)
+# A queued job waiting longer than this (seconds) reserves the node it fits best, so small jobs cannot starve it.
+EULER_SCHEDULER_RESERVE_AFTER = env_float("EULER_SCHEDULER_RESERVE_AFTER", 300.0, minimum=0)
+# Fair share blends in decayed recent usage from the ledger with this half-life (seconds); 0: running holdings only.
+EULER_FAIRSHARE_HALF_LIFE = env_float("EULER_FAIRSHARE_HALF_LIFE", 0.0, minimum=0)
 
 BEAT_SCHEDULE: dict = {
     "jobs-schedule-pass": {"task": "jobs.tasks.schedule", "schedule": timedelta(seconds=EULER_SCHEDULER_INTERVAL)},

@@ -30,6 +30,7 @@ class Job(models.Model):
     retry_on = models.JSONField(default=_default_retry_on)
     pool = models.CharField(max_length=8, choices=Pool.choices, default=Pool.ANY)
     min_trust = models.CharField(max_length=10, choices=MinTrust.choices, default=MinTrust.COMMUNITY)
+    priority = models.SmallIntegerField(default=0)  # -100..100: orders the project's own queue, then FIFO
 
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.QUEUED)
     current_attempt = models.ForeignKey(

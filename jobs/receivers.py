@@ -15,6 +15,6 @@ def on_node_offline(sender, node_id: int, **kwargs) -> None:
 
 
 def on_node_available(sender, node_id: int, **kwargs) -> None:
-    from jobs.scheduling import cycle
+    from jobs import wakeups
 
-    cycle.request_pass()
+    wakeups.request_pass()

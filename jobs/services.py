@@ -12,23 +12,9 @@ from euler.errors import Conflict, NotFound
 from jobs import transitions, usage
 from jobs.models import Attempt, Job
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, TERMINAL, JobState
+from jobs.wakeups import schedule_on_commit, wake_on_commit
 
 log = logging.getLogger(__name__)
-
-
-def schedule_on_commit() -> None:
-    """Ask for a scheduling pass once the current transaction commits (beat catches up if this is lost)."""
-    from jobs.scheduling import cycle
-
-    transaction.on_commit(cycle.request_pass)
-
-
-def wake_on_commit(node_id: int | None) -> None:
-    if node_id is None:
-        return
-    from nodes import channel
-
-    transaction.on_commit(lambda: channel.wake(node_id))
 
 
 @transaction.atomic

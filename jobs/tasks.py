@@ -4,26 +4,24 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from jobs import attempts, budgets
+from jobs.scheduling import cycle
+from jobs.wakeups import SCHEDULE_TASK
 
-@shared_task(name="jobs.tasks.schedule", ignore_result=True)
+
+@shared_task(name=SCHEDULE_TASK, ignore_result=True)
 def schedule() -> None:
-    from jobs.scheduling import cycle
-
     cycle.run()
 
 
 @shared_task(name="jobs.tasks.node_lost", ignore_result=True)
 def node_lost(node_id: int) -> None:
-    from jobs import attempts
-
     attempts.node_lost(node_id=node_id)
 
 
 @shared_task(name="jobs.tasks.sweep", ignore_result=True)
 def sweep() -> None:
     """Backstops: attempts past their deadline, and attempts still held by offline nodes."""
-    from jobs import attempts
-
     attempts.deadlines_expire()
     attempts.offline_sweep()
 
@@ -31,6 +29,4 @@ def sweep() -> None:
 @shared_task(name="jobs.tasks.enforce_budgets", ignore_result=True)
 def enforce_budgets() -> None:
     """Accrue running attempts' usage and stop the jobs of projects past their CPU/GPU budget."""
-    from jobs import usage
-
-    usage.enforce_budgets()
+    budgets.enforce_budgets()

@@ -1,12 +1,11 @@
 """Job usage in the quota ledger: CPU core-seconds and GPU-seconds of each running attempt, booked by UTC
-day as heartbeats arrive and when the attempt ends (each second exactly once); the budget check that
-refuses new jobs once a budget is spent; and the enforcement that stops running jobs past the grace."""
+day as heartbeats arrive and when the attempt ends (each second exactly once), and the budget check that
+refuses new jobs once a budget is spent (jobs.budgets stops running jobs past the grace)."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 
 from euler.errors import QuotaExceeded
@@ -88,64 +87,6 @@ def meter(*, attempt_id: int, until: datetime) -> float:
             ended_at=until,
         )
     return (until - since).total_seconds()
-
-
-def over_budget(*, project_id: int) -> set[str]:
-    """The resources whose use passed the budget by more than EULER_QUOTA_GRACE."""
-    from quotas.models import Project, Quota
-    from quotas.selectors import project_usage
-
-    quota = Quota.objects.filter(project_id=project_id).first()
-    if quota is None:
-        return set()
-    used = project_usage(Project(pk=project_id))
-    grace = 1 + settings.EULER_QUOTA_GRACE
-    limits = {"cpu_core_seconds": quota.cpu_core_seconds, "gpu_seconds": quota.gpu_seconds}
-    return {name for name, limit in limits.items() if used.get(name, 0.0) > limit * grace}
-
-
-def enforce_budgets(*, now: datetime | None = None) -> int:
-    """Meter running attempts not booked for METER_EVERY, then stop the running jobs of projects past their budget
-    (plus grace): all of them for CPU, the GPU ones for GPU. Returns how many attempts were stopped."""
-    from django.utils import timezone
-
-    from jobs import attempts
-    from jobs.models import Attempt
-    from jobs.services import wake_on_commit
-    from jobs.states import ATTEMPT_ACTIVE, AttemptState
-
-    now = now or timezone.now()
-    running = list(
-        Attempt.objects.filter(state=AttemptState.RUNNING).values(
-            "pk", "job__project_id", "started_at", "metered_until"
-        )
-    )
-    for row in running:
-        if meter_due(row, now):
-            meter(attempt_id=row["pk"], until=now)
-    stopped = 0
-    for project_id in sorted({row["job__project_id"] for row in running}):
-        over = over_budget(project_id=project_id)
-        if not over:
-            continue
-        victims = Attempt.objects.filter(job__project_id=project_id, state__in=ATTEMPT_ACTIVE, stop_reason="")
-        if "cpu_core_seconds" not in over:
-            victims = victims.exclude(gpu_uuids=[])
-        resource = "CPU core-seconds" if "cpu_core_seconds" in over else "GPU-seconds"
-        for attempt_id, job_id, node_id in victims.values_list("pk", "job_id", "node_id"):
-            with transaction.atomic():
-                if attempts.end_attempt(
-                    attempt_id,
-                    job_id,
-                    outcome=AttemptState.FAILED,
-                    reason="quota_exceeded",
-                    message=f"the project used its {resource} budget for this period",
-                    now=now,
-                    stop_reason="quota_exceeded",
-                ):
-                    stopped += 1
-                    wake_on_commit(node_id)
-    return stopped
 
 
 def check_budget(*, project, gpu_count: int) -> None:

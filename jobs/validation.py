@@ -12,6 +12,7 @@ MAX_CPU_MILLI = 1_000_000
 MAX_MEMORY = 16 * 1024**4
 MAX_GPUS = 8
 MAX_RETRIES = 10
+MAX_PRIORITY = 100  # priority is -MAX_PRIORITY..MAX_PRIORITY
 
 # The options a container never gets, whatever the body says: 400 forbidden_option.
 FORBIDDEN_OPTIONS = frozenset(
@@ -141,6 +142,10 @@ def min_trust(value) -> str:
     return value
 
 
+def priority(value) -> int:
+    return _int(value, code="invalid_priority", low=-MAX_PRIORITY, high=MAX_PRIORITY, what="priority")
+
+
 # Field name -> (check, default when absent; None: required).
 FIELDS = {
     "name": (name, None),
@@ -157,4 +162,5 @@ FIELDS = {
     "retry_on": (retry_on, lambda: ["lost"]),
     "pool": (pool, lambda: "any"),
     "min_trust": (min_trust, lambda: "community"),
+    "priority": (priority, lambda: 0),
 }

@@ -17,7 +17,7 @@ class QuotaInline(admin.StackedInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "created_at"]
+    list_display = ["name", "slug", "weight", "created_at"]
     search_fields = ["name", "slug"]
     inlines = [QuotaInline, MembershipInline]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 
@@ -17,10 +18,15 @@ class Resource(models.TextChoices):
     INVOCATIONS = "invocations", "Invocations"
 
 
+MAX_WEIGHT = 1000.0  # fair-share weights are in (0, MAX_WEIGHT]
+
+
 class Project(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Fair-share weight: on contended capacity the project gets weight / (sum of the waiting projects' weights).
+    weight = models.FloatField(default=1.0, validators=[MinValueValidator(0.001), MaxValueValidator(MAX_WEIGHT)])
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
 
     class Meta:

@@ -86,4 +86,13 @@ def project_summary(project: Project, now=None) -> dict:
             "max_api_keys": quota.max_api_keys,
         },
         "usage": resources,
+        "weight": project.weight,
+        "fair_share": fair_share(project),
     }
+
+
+def fair_share(project: Project) -> dict:
+    """The project's fair-share weight and current share (computed by the jobs app, which holds the attempts)."""
+    from jobs.selectors import project_share
+
+    return project_share(project=project)

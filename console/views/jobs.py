@@ -73,6 +73,7 @@ def job_detail(request, job_id: int):
             "events": list(job.events.all()),
             "ended": job.state in TERMINAL,
             "ws_path": f"/ws/jobs/{job.pk}/logs/",
+            "fair_share": selectors.project_share(project=request.project),
         },
     )
 

@@ -58,6 +58,7 @@ _OPENAPI = {
     "gpu_count": OpenApiTypes.INT,
     "timeout_seconds": OpenApiTypes.INT,
     "max_retries": OpenApiTypes.INT,
+    "priority": {"type": "integer", "minimum": -100, "maximum": 100, "default": 0},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "writeOnly": True},
     "node_selector": {"type": "object", "additionalProperties": {"type": "string"}},
     "retry_on": {"type": "array", "items": {"type": "string", "enum": ["lost", "failed", "timeout"]}},
@@ -95,6 +96,7 @@ class JobSerializer(serializers.ModelSerializer):
             "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
             "min_trust", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
+            "priority",
         ]  # fmt: skip
 
 

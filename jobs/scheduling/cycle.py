@@ -13,31 +13,25 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Sum, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from euler import metrics
 from jobs import transitions
 from jobs.models import Attempt, Job
-from jobs.scheduling import policy
+from jobs.scheduling import fairshare, policy
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, AttemptState, JobState
+from jobs.wakeups import redis_key, wake_nodes
 
 log = logging.getLogger(__name__)
 
 ADVISORY_KEY = 0x45554C45_4A4F4253 & 0x7FFFFFFFFFFFFFFF  # "EULEJOBS"
-
-
-def redis_key(name: str) -> str:
-    """Scheduler keys per database: deployments (or test runs) sharing a Redis do not block each other.
-
-    `lock`: one pass at a time; `dirty`: a pass was asked for; `requested`: a task is queued, not started.
-    """
-    return f"euler:jobs:scheduler:{connection.settings_dict.get('NAME')}:{name}"
 
 
 @dataclass
@@ -128,11 +122,14 @@ def job_snapshot(job: Job) -> JobSnapshot:
         min_trust=job.min_trust,
         needs_secrets=job.has_env,
         not_before=job.not_before.timestamp() if job.not_before else None,
+        priority=job.priority,
     )
 
 
-def project_limits(project_ids: set[int]) -> dict[int, ProjectLimit]:
-    from quotas.models import Quota
+def project_limits(project_ids: set[int], *, now: datetime | None = None) -> dict[int, ProjectLimit]:
+    """Per project: running jobs against its concurrency cap, its fair-share weight, what its active attempts
+    hold, and (with EULER_FAIRSHARE_HALF_LIFE) its decayed recent usage from the ledger."""
+    from quotas.models import Project, Quota
 
     active = dict(
         Job.objects.filter(project_id__in=project_ids, state__in=ACTIVE)
@@ -140,12 +137,72 @@ def project_limits(project_ids: set[int]) -> dict[int, ProjectLimit]:
         .annotate(n=Count("id"))
         .values_list("project_id", "n")
     )
-    return {
-        pid: ProjectLimit(active=active.get(pid, 0), max_concurrent=limit)
-        for pid, limit in Quota.objects.filter(project_id__in=project_ids).values_list(
-            "project_id", "max_concurrent_jobs"
-        )
+    caps = dict(Quota.objects.filter(project_id__in=project_ids).values_list("project_id", "max_concurrent_jobs"))
+    weights = dict(Project.objects.filter(pk__in=project_ids).values_list("pk", "weight"))
+    held = {
+        row["job__project_id"]: (float(row["cpu"] or 0), float(row["mem"] or 0), float(row["gpus"] or 0))
+        for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, job__project_id__in=project_ids)
+        .values("job__project_id")
+        .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"), gpus=Sum("job__gpu_count"))
     }
+    half_life = settings.EULER_FAIRSHARE_HALF_LIFE
+    recent = recent_usage(project_ids, now=now or timezone.now(), half_life=half_life) if half_life > 0 else {}
+    out = {}
+    for pid in project_ids:
+        holding = held.get(pid, (0.0, 0.0, 0.0))
+        past = recent.get(pid)
+        out[pid] = ProjectLimit(
+            active=active.get(pid, 0),
+            max_concurrent=caps.get(pid),
+            weight=weights.get(pid, 1.0),
+            held=holding,
+            # The ledger has no memory: memory counts as held now, whatever the half-life.
+            recent=(past[0], holding[1], past[1]) if half_life > 0 else None,
+        )
+    return out
+
+
+def recent_usage(project_ids: set[int], *, now: datetime, half_life: float) -> dict[int, tuple[float, float]]:
+    """Per project, decayed CPU and GPU usage from the (daily) ledger as average holdings: (millicores, GPUs)."""
+    from quotas.models import Resource, UsageEntry
+
+    since = (now - timedelta(seconds=max(10 * half_life, 86400))).date()
+    amounts: dict[int, tuple[list, list]] = {pid: ([], []) for pid in project_ids}
+    rows = UsageEntry.objects.filter(
+        project_id__in=project_ids,
+        day__gte=since,
+        agent_name="",
+        resource__in=[Resource.CPU_CORE_SECONDS, Resource.GPU_SECONDS],
+    ).values_list("project_id", "day", "resource", "amount")
+    for pid, day, resource, amount in rows:
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+        when = start + min(86400.0, max(0.0, now.timestamp() - start)) / 2  # the middle of the day's part so far
+        amounts[pid][resource == Resource.GPU_SECONDS].append((when, amount))
+    t = now.timestamp()
+    return {
+        pid: (
+            1000 * fairshare.decayed_average(cpu, now=t, half_life=half_life),
+            fairshare.decayed_average(gpu, now=t, half_life=half_life),
+        )
+        for pid, (cpu, gpu) in amounts.items()
+    }
+
+
+def queued_order() -> list[int]:
+    """Every queued job's id, the projects' own queues (priority, then FIFO) interleaved: every project's first
+    job, then every project's second... so that each batch of a long queue holds every project's next jobs
+    and fair share holds across batches, not only within one."""
+    rank = Window(
+        RowNumber(),
+        partition_by=[F("project_id")],
+        order_by=[F("priority").desc(), F("queued_at").asc(), F("id").asc()],
+    )
+    return list(
+        Job.objects.filter(state=JobState.QUEUED)
+        .annotate(rank=rank)
+        .order_by("rank", "queued_at", "id")
+        .values_list("id", flat=True)
+    )
 
 
 def _advisory_lock() -> bool:
@@ -177,27 +234,29 @@ def _refresh_counters(nodes: list[NodeSnapshot], stored: dict[int, tuple], added
 
 
 @transaction.atomic
-def _batch(*, now: datetime, size: int, after: tuple | None, rows: dict) -> tuple[PassStats, tuple | None, int]:
+def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     stats = PassStats(batches=1)
     if not _advisory_lock():
         stats.busy = True
-        return stats, None, 0
-    qs = (
+        return stats
+    jobs = list(
         Job.objects.select_for_update(skip_locked=True, of=("self",))
-        .filter(state=JobState.QUEUED)
+        .filter(pk__in=ids, state=JobState.QUEUED)
         .defer("env")
-        .order_by("queued_at", "id")
     )
-    if after is not None:
-        qs = qs.filter(Q(queued_at__gt=after[0]) | Q(queued_at=after[0], id__gt=after[1]))
-    jobs = list(qs[:size])
     if not jobs:
-        return stats, None, 0
+        return stats
     if "nodes" not in rows:  # static node facts once per pass; what attempts hold is re-read every batch
         rows["nodes"], rows["stored"] = node_rows()
     nodes, stored = with_usage(rows["nodes"]), rows["stored"]
-    limits = project_limits({job.project_id for job in jobs})
-    plan = policy.place([job_snapshot(job) for job in jobs], nodes, now=now.timestamp(), projects=limits)
+    limits = project_limits({job.project_id for job in jobs}, now=now)
+    plan = policy.place(
+        [job_snapshot(job) for job in jobs],
+        nodes,
+        now=now.timestamp(),
+        projects=limits,
+        reserve_after=settings.EULER_SCHEDULER_RESERVE_AFTER,
+    )
 
     by_id = {job.pk: job for job in jobs}
     names = {node.id: node.name for node in nodes}
@@ -241,61 +300,25 @@ def _batch(*, now: datetime, size: int, after: tuple | None, rows: dict) -> tupl
     woken = sorted(added)
     transaction.on_commit(lambda: wake_nodes(woken))
     stats.placed, stats.pending = len(placed_jobs), len(plan.pending)
-    last = jobs[-1]
-    return stats, (last.queued_at, last.pk), len(jobs)
-
-
-def wake_nodes(node_ids: list[int]) -> None:
-    """nodes.channel.wake for many nodes in one Redis round trip (a lost wake-up only waits for the next poll)."""
-    from euler.redis import client
-    from nodes import channel
-
-    try:
-        pipe = client().pipeline(transaction=False)
-        for node_id in node_ids:
-            pipe.publish(f"{channel.WAKE_PREFIX}{node_id}", b"1")
-        pipe.execute()
-    except Exception as exc:  # noqa: BLE001 - never fail a committed pass over a wake-up
-        log.warning("wake-up of %d nodes not sent: %s", len(node_ids), type(exc).__name__)
+    return stats
 
 
 def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassStats:
-    """Place queued jobs, oldest first, one transaction per batch of `batch` jobs."""
+    """Place queued jobs in fair-share order, one transaction per batch of `batch` jobs (see queued_order)."""
     size = batch or settings.EULER_SCHEDULER_BATCH
-    stats, after, rows = PassStats(), None, {}
+    stats, rows = PassStats(), {}
     started = time.perf_counter()
-    while True:
-        got, after, loaded = _batch(now=now or timezone.now(), size=size, after=after, rows=rows)
+    order = queued_order()
+    for first in range(0, len(order), size):
+        got = _batch(now=now or timezone.now(), ids=order[first : first + size], rows=rows)
         stats.add(got)
-        if got.busy or loaded < size:
-            metrics.inc("euler_scheduling_passes_total")
-            metrics.observe("euler_scheduling_pass_seconds", time.perf_counter() - started)
-            if stats.placed:
-                metrics.inc("euler_placements_total", stats.placed)
-            return stats
-
-
-def request_pass() -> None:
-    """Ask for a pass: mark the queue dirty, and enqueue a task unless one is queued and not yet started.
-
-    A burst of submits thus costs one Celery task, not one each; a pass already running sees the flag
-    and goes again. Never raises: beat runs a pass every few seconds anyway.
-    """
-    from jobs import tasks
-
-    try:
-        from euler.redis import client
-
-        r = client()
-        r.set(redis_key("dirty"), 1)
-        if not r.set(redis_key("requested"), 1, nx=True, ex=30):
-            return
-    except Exception as exc:  # noqa: BLE001 - without Redis, enqueue anyway
-        log.warning("scheduler flags unavailable: %s", type(exc).__name__)
-    try:
-        tasks.schedule.delay()
-    except Exception as exc:  # noqa: BLE001 - the broker being down only delays placement to the next beat
-        log.warning("scheduling pass not requested: %s", type(exc).__name__)
+        if got.busy:
+            break
+    metrics.inc("euler_scheduling_passes_total")
+    metrics.observe("euler_scheduling_pass_seconds", time.perf_counter() - started)
+    if stats.placed:
+        metrics.inc("euler_placements_total", stats.placed)
+    return stats
 
 
 def run(*, now: datetime | None = None) -> PassStats:
@@ -307,7 +330,7 @@ def run(*, now: datetime | None = None) -> PassStats:
     stats = PassStats()
     try:
         r = client()
-        r.delete(redis_key("requested"))  # from here on, a new request enqueues a new task (see request_pass)
+        r.delete(redis_key("requested"))  # from here on, a new request enqueues a new task (see wakeups)
         r.set(redis_key("dirty"), 1)
         while True:
             lock = r.lock(redis_key("lock"), timeout=120, blocking=False)

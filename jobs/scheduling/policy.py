@@ -12,6 +12,13 @@ eligibility key) and takes the best top of its eligible classes' heaps. A placem
 is remembered so that equal or larger jobs skip it. Capacity only shrinks within a pass, which keeps
 both shortcuts exact. The cost per placement grows with the number of distinct node classes a job
 may use, not with the number of nodes.
+
+Order: weighted fair share across projects on the dominant resource (see fairshare.py): each placement goes
+to the next job of the project with the lowest share, recomputed after every placement; within a project,
+`priority` (higher first), then FIFO. Reservations: a job that has waited `reserve_after` seconds reserves the
+node it fits best (now, or once that node's running jobs end), while its project holds no more than its
+weighted fair share; later jobs may not take capacity there that the reserved job needs. At most one
+reservation per project and per node in a pass, so a backlog cannot fence off the pool.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 
+from jobs.scheduling import fairshare
 from jobs.scheduling.snapshots import (
     PLATFORM,
     POOL_OWN,
@@ -114,7 +122,7 @@ class _Relevant:
 class _Class:
     """Nodes sharing static attributes, in a max-heap by free capacity (lazy entries, checked by version)."""
 
-    __slots__ = ("rep", "members", "entries", "too_big", "has_gpu", "explained")
+    __slots__ = ("rep", "members", "entries", "too_big", "has_gpu", "explained", "totals")
 
     def __init__(self, rep: NodeSnapshot) -> None:
         self.rep = rep
@@ -123,6 +131,15 @@ class _Class:
         self.entries: list[tuple] = []
         self.too_big: list[tuple[int, int, int]] = []  # shapes that found no room here this pass
         self.explained: dict[tuple[int, int, int], dict[str, int]] = {}
+        self.totals: set[tuple[int, int, int]] | None = None
+
+
+class _Reservation:
+    __slots__ = ("job", "cpu", "mem", "gpus")
+
+    def __init__(self, job: JobSnapshot) -> None:
+        self.job = job
+        self.cpu, self.mem, self.gpus = job.cpu_milli, job.memory_bytes, job.gpu_count
 
 
 class _State:
@@ -156,6 +173,7 @@ class _State:
         for cls in self.classes:
             heapq.heapify(cls.entries)
         self.eligible: dict[tuple, tuple[list[_Class], list[_Class]]] = {}
+        self.reserved: dict[int, _Reservation] = {}  # node index -> the job it is held for
 
     def entry(self, i: int) -> tuple:
         score = self.cpu[i] / 1000 + self.mem[i] / GIB + GPU_WEIGHT * len(self.gpus[i])
@@ -175,6 +193,41 @@ class _State:
     def fits(self, i: int, shape: tuple[int, int, int]) -> bool:
         return self.cpu[i] >= shape[0] and self.mem[i] >= shape[1] and len(self.gpus[i]) >= shape[2]
 
+    def allowed(self, i: int, shape: tuple[int, int, int]) -> bool:
+        """Whether taking `shape` on node i leaves what its reservation needs of every resource it takes.
+
+        Monotone in the shape, like fits(): the too-big shortcut stays exact on reserved nodes.
+        """
+        r = self.reserved.get(i)
+        if r is None:
+            return True
+        return (
+            (not shape[0] or self.cpu[i] - shape[0] >= r.cpu)
+            and (not shape[1] or self.mem[i] - shape[1] >= r.mem)
+            and (not shape[2] or len(self.gpus[i]) - shape[2] >= r.gpus)
+        )
+
+    def reservable(self, classes: list[_Class], job: JobSnapshot) -> int | None:
+        """The unreserved node the job fits once its running jobs end that lacks the least now (then the
+        emptiest, then the lowest id), or None."""
+        best, found = None, None
+        for cls in classes:
+            for i in cls.members:
+                node = self.nodes[i]
+                if i in self.reserved or node.cpu_milli < job.cpu_milli or node.memory_bytes < job.memory_bytes:
+                    continue
+                if len(node.gpu_uuids) < job.gpu_count:
+                    continue
+                short = (
+                    max(0, job.cpu_milli - self.cpu[i]) / 1000
+                    + max(0, job.memory_bytes - self.mem[i]) / GIB
+                    + GPU_WEIGHT * max(0, job.gpu_count - len(self.gpus[i]))
+                )
+                key = (short, self.entry(i)[:2])
+                if best is None or key < best:
+                    best, found = key, i
+        return found
+
     def best_in(self, cls: _Class, shape: tuple[int, int, int]) -> tuple | None:
         """The class's highest-scoring node with room for `shape` (left in the heap), or None."""
         for c, m, g in cls.too_big:
@@ -186,7 +239,7 @@ class _State:
             if entry[3] != self.version[entry[2]]:
                 heapq.heappop(entries)  # stale: the node has a newer entry
                 continue
-            if self.fits(entry[2], shape):
+            if self.fits(entry[2], shape) and (not self.reserved or self.allowed(entry[2], shape)):
                 found = entry
                 break
             aside.append(heapq.heappop(entries))
@@ -265,44 +318,215 @@ def explain(state: _State, job: JobSnapshot) -> str:
     return "no node fits: " + ", ".join(parts)
 
 
+def _fits_once_free(state: _State, cls: _Class, job: JobSnapshot) -> bool:
+    """Whether some node of the class has the totals for the job (it fits once that node's running jobs end)."""
+    if cls.totals is None:  # the distinct node sizes in the class: few, whatever the number of nodes
+        cls.totals = {
+            (state.nodes[i].cpu_milli, state.nodes[i].memory_bytes, len(state.nodes[i].gpu_uuids)) for i in cls.members
+        }
+    return any(c >= job.cpu_milli and m >= job.memory_bytes and g >= job.gpu_count for c, m, g in cls.totals)
+
+
+class _Fair:
+    """A project's weight, holdings (this pass's placements added), the capacity it may use, and its share."""
+
+    __slots__ = ("weight", "held", "recent", "capacity", "dominant", "share")
+
+    def __init__(self, project_id: int, limit: ProjectLimit | None, capacity: fairshare.Vector) -> None:
+        self.weight = limit.weight if limit is not None and limit.weight > 0 else 1.0
+        self.held = list(limit.held) if limit is not None else [0.0, 0.0, 0.0]
+        self.recent = limit.recent if limit is not None else None
+        self.capacity = capacity
+        self.update()
+
+    def update(self) -> None:
+        counted = fairshare.blended((self.held[0], self.held[1], self.held[2]), self.recent)
+        self.dominant = fairshare.dominant(counted, self.capacity)[0]
+        self.share = self.dominant / self.weight
+
+    def add(self, job: JobSnapshot) -> None:
+        held = self.held
+        held[0] += job.cpu_milli
+        held[1] += job.memory_bytes
+        held[2] += job.gpu_count
+        if self.recent is not None:
+            self.update()
+            return
+        cap = self.capacity  # fairshare.dominant inlined: this runs once per placement
+        d = held[0] / cap[0] if cap[0] > 0 else 0.0
+        if cap[1] > 0 and held[1] / cap[1] > d:
+            d = held[1] / cap[1]
+        if cap[2] > 0 and held[2] / cap[2] > d:
+            d = held[2] / cap[2]
+        self.dominant, self.share = d, d / self.weight
+
+    def holds(self) -> float:
+        """The fraction of its capacity the project holds now (the dominant resource, unweighted, no history)."""
+        return fairshare.dominant((self.held[0], self.held[1], self.held[2]), self.capacity)[0]
+
+
+def _order(job: JobSnapshot) -> tuple:
+    """A project's own queue: higher priority first, then first in, first out."""
+    return (-job.priority, job.queued_at, job.id)
+
+
+def _at_cap(limit: ProjectLimit | None, active: int) -> bool:
+    return limit is not None and limit.max_concurrent is not None and active >= limit.max_concurrent
+
+
+def _reserve(
+    state: _State,
+    queues: dict[int, list[JobSnapshot]],
+    fair: dict[int, _Fair],
+    entitled: dict[int, float],
+    projects: Mapping[int, ProjectLimit],
+    *,
+    now: float,
+    reserve_after: float,
+) -> dict[int, int]:
+    """Before any placement: each project at or below its weighted fair share lets its first job (in its own
+    order) that has waited longer than `reserve_after` reserve a node: the best that fits now, else the one
+    it fits once the running jobs end that lacks the least. Projects go lowest share first; one per node."""
+    reserved: dict[int, int] = {}
+    for pid in sorted(queues, key=lambda p: (fair[p].share, _order(queues[p][0])[1:], p)):
+        limit = projects.get(pid)
+        if fair[pid].dominant > entitled[pid] + 1e-9 or _at_cap(limit, limit.active if limit else 0):
+            continue  # over its fair share it waits for that, not starved; at its cap it cannot start anyway
+        job = next(
+            (
+                j
+                for j in queues[pid]
+                if now - j.queued_at > reserve_after and (j.not_before is None or j.not_before <= now)
+            ),
+            None,
+        )
+        if job is None:
+            continue
+        plain, gpu = state.classes_for(job)
+        i = state.reservable(plain, job) if job.gpu_count == 0 else None
+        if i is None:
+            i = state.reservable(gpu, job)
+        if i is not None:
+            state.reserved[i] = _Reservation(job)
+            reserved[job.id] = i
+    return reserved
+
+
+def _blocking_reservations(state: _State, job: JobSnapshot, reserve_after: float | None) -> str | None:
+    """ "node X reserved for an older job" when the job found no room but would fit where a reservation holds."""
+    shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
+    names, older = [], True
+    for i, r in sorted(state.reserved.items()):
+        if r.job.id != job.id and state.fits(i, shape) and _static_reject(state.nodes[i], job) is None:
+            names.append(state.nodes[i].name or f"#{state.nodes[i].id}")
+            older = older and (r.job.queued_at, r.job.id) < (job.queued_at, job.id)
+    if not names:
+        return None
+    whom = "an older job" if older else f"a job that has waited over {reserve_after or 0:g} s"
+    if len(names) == 1:
+        return f"node {names[0]} reserved for {whom}"
+    shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+    whom = "older jobs" if older else f"jobs that have waited over {reserve_after or 0:g} s"
+    return f"{len(names)} nodes reserved for {whom} ({shown})"
+
+
 def place(
     jobs: Iterable[JobSnapshot],
     nodes: Iterable[NodeSnapshot],
     *,
     now: float,
     projects: Mapping[int, ProjectLimit] | None = None,
+    reserve_after: float | None = None,
 ) -> Plan:
-    """Placements for queued jobs, oldest first; the same inputs in any order give the same plan."""
+    """Placements for queued jobs in weighted fair-share order (priority, then FIFO, within a project);
+    `reserve_after` (seconds; None: no reservations) lets starved jobs reserve nodes. The same inputs in any
+    order give the same plan."""
     projects = projects or {}
-    jobs = sorted(jobs, key=lambda j: (j.queued_at, j.id))
+    jobs = sorted(jobs, key=lambda j: (j.project_id, -j.priority, j.queued_at, j.id))  # projects' own order
     state = _State(sorted(nodes, key=lambda n: n.id), _Relevant(jobs))
+    queues: dict[int, list[JobSnapshot]] = {}
+    for job in jobs:
+        queues.setdefault(job.project_id, []).append(job)
+    shared, own = fairshare.pool_capacity(state.nodes)
+    fair = {pid: _Fair(pid, projects.get(pid), fairshare.capacity_for(pid, shared, own)) for pid in queues}
+    entitled = fairshare.entitlements({pid: f.weight for pid, f in fair.items()})
+    reservations: dict[int, int] = {}
+    if reserve_after is not None:
+        reservations = _reserve(state, queues, fair, entitled, projects, now=now, reserve_after=reserve_after)
     active = {pid: limit.active for pid, limit in projects.items()}
     placements: list[Placement] = []
     pending: dict[int, str] = {}
-    explained: dict[tuple, str] = {}
-    for job in jobs:
-        if job.not_before is not None and job.not_before > now:
-            pending[job.id] = REASON_BACKOFF
-            continue
-        limit = projects.get(job.project_id)
-        if limit is not None and active[job.project_id] >= limit.max_concurrent:
-            pending[job.id] = (
-                f"concurrency_quota: the project runs {active[job.project_id]} of "
-                f"{limit.max_concurrent} concurrent jobs"
+    explained: dict[tuple, tuple[str, bool]] = {}
+    waiting: list[tuple[JobSnapshot, str, bool]] = []  # found no room: (job, reason, fits once nodes free up)
+    cursor = dict.fromkeys(queues, 0)
+    heap = [(fair[pid].share, queue[0].queued_at, queue[0].id, pid) for pid, queue in queues.items()]
+    heapq.heapify(heap)
+    current = heapq.heappop(heap) if heap else None
+    while current is not None:  # each placement goes to the project with the lowest share, recomputed after it
+        pid = current[3]
+        current = None
+        queue, limit, k = queues[pid], projects.get(pid), cursor[pid]
+        capped = limit is not None and limit.max_concurrent is not None
+        while k < len(queue):
+            job = queue[k]
+            k += 1
+            if job.not_before is not None and job.not_before > now:
+                pending[job.id] = REASON_BACKOFF
+                continue
+            if capped and active[pid] >= limit.max_concurrent:
+                reason = f"concurrency_quota: the project runs {active[pid]} of {limit.max_concurrent} concurrent jobs"
+                for rest in queue[k - 1 :]:
+                    waits = rest.not_before is not None and rest.not_before > now
+                    pending[rest.id] = REASON_BACKOFF if waits else reason
+                k = len(queue)
+                break
+            mine = reservations.get(job.id) if reservations else None
+            if mine is not None:
+                i = mine if state.fits(mine, (job.cpu_milli, job.memory_bytes, job.gpu_count)) else None
+                if i is None:
+                    pending[job.id] = f"reserved node {state.nodes[mine].name}: waiting for its running jobs to end"
+                    continue
+                del state.reserved[i]  # consumed by this placement: others may take exactly what they could
+            else:
+                plain, gpu = state.classes_for(job)
+                i = state.take(plain, job) if job.gpu_count == 0 else None
+                if i is None:
+                    i = state.take(gpu, job)
+            if i is None:
+                blocked = _blocking_reservations(state, job, reserve_after) if state.reserved else None
+                if blocked is not None:
+                    pending[job.id] = blocked
+                    continue
+                shape = (_key(job), job.cpu_milli, job.memory_bytes, job.gpu_count)
+                if shape not in explained:
+                    plain, gpu = state.classes_for(job)
+                    later = any(_fits_once_free(state, cls, job) for cls in (*plain, *gpu))
+                    explained[shape] = (explain(state, job), later)
+                waiting.append((job, *explained[shape]))
+                continue
+            uuids = state.place(i, job)
+            placements.append(Placement(job_id=job.id, node_id=state.nodes[i].id, gpu_uuids=uuids))
+            if limit is not None:
+                active[pid] += 1
+            fair[pid].add(job)
+            if k < len(queue):  # stays current while it is still the lowest: no heap work then
+                current = heapq.heappushpop(heap, (fair[pid].share, queue[k].queued_at, queue[k].id, pid))
+            break
+        cursor[pid] = k
+        if current is None and heap:
+            current = heapq.heappop(heap)
+    contended = len(queues) > 1
+    for job, reason, later in waiting:
+        f = fair[job.project_id]
+        if contended and later and f.dominant > entitled[job.project_id] + 1e-9:
+            # Capacity it could use exists but is held: it waits because its project holds more than its share.
+            reason = (
+                f"waiting for its fair share (project holds {f.holds():.0%} of eligible capacity, weight {f.weight:g})"
             )
-            continue
-        plain, gpu = state.classes_for(job)
-        i = state.take(plain, job) if job.gpu_count == 0 else None
-        if i is None:
-            i = state.take(gpu, job)
-        if i is None:
-            shape = (_key(job), job.cpu_milli, job.memory_bytes, job.gpu_count)
-            if shape not in explained:
-                explained[shape] = explain(state, job)
-            pending[job.id] = explained[shape]
-            continue
-        uuids = state.place(i, job)
-        placements.append(Placement(job_id=job.id, node_id=state.nodes[i].id, gpu_uuids=uuids))
-        if limit is not None:
-            active[job.project_id] += 1
-    return Plan(placements=tuple(placements), pending=pending)
+        pending[job.id] = reason
+    return Plan(
+        placements=tuple(placements),
+        pending=pending,
+        reservations={job_id: state.nodes[i].id for job_id, i in reservations.items()},
+        shares={pid: f.share for pid, f in fair.items()},
+    )

@@ -45,12 +45,16 @@ class JobSnapshot:
     min_trust: str = COMMUNITY
     needs_secrets: bool = False  # has env: platform nodes only
     not_before: float | None = None  # retry backoff
+    priority: int = 0  # orders the project's own queue (higher first), then FIFO
 
 
 @dataclass(frozen=True, slots=True)
 class ProjectLimit:
-    active: int  # jobs of the project holding an attempt now
-    max_concurrent: int
+    active: int = 0  # jobs of the project holding an attempt now
+    max_concurrent: int | None = None  # None: no concurrency cap
+    weight: float = 1.0  # fair-share weight
+    held: tuple[float, float, float] = (0.0, 0.0, 0.0)  # CPU millicores, memory bytes, GPUs its active attempts hold
+    recent: tuple[float, float, float] | None = None  # decayed recent usage as an average holding (half-life on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,3 +68,5 @@ class Placement:
 class Plan:
     placements: tuple[Placement, ...] = ()
     pending: dict[int, str] = field(default_factory=dict)  # job id -> why it stays queued
+    reservations: dict[int, int] = field(default_factory=dict)  # job id -> node id it reserved this pass
+    shares: dict[int, float] = field(default_factory=dict)  # project id -> weighted share after the pass

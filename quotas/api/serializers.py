@@ -34,6 +34,17 @@ class UsageFigureOut(serializers.Serializer):
     remaining = serializers.FloatField(required=False)
 
 
+class FairShareOut(serializers.Serializer):
+    weight = serializers.FloatField(help_text="Fair-share weight (default 1): contended capacity splits by weight.")
+    holds = serializers.FloatField(
+        help_text="Fraction of the capacity the project may use that it holds now, on its dominant resource."
+    )
+    share = serializers.FloatField(help_text="holds / weight: the scheduler serves the lowest share first.")
+    dominant_resource = serializers.CharField(allow_null=True)
+    held = serializers.DictField(child=serializers.IntegerField())
+    capacity = serializers.DictField(child=serializers.IntegerField())
+
+
 class ProjectOut(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -42,6 +53,8 @@ class ProjectOut(serializers.Serializer):
     period = serializers.DictField()
     quota = serializers.DictField()
     usage = serializers.DictField(child=UsageFigureOut())
+    weight = serializers.FloatField()
+    fair_share = FairShareOut()
 
 
 class InvitationCreateIn(StrictSerializer):

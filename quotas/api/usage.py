@@ -11,7 +11,9 @@ from rest_framework.views import APIView
 
 from euler.api import request_project
 from euler.errors import InvalidInput
+from quotas.api.serializers import FairShareOut
 from quotas.models import UsageEntry
+from quotas.selectors import fair_share
 
 MAX_RANGE_DAYS = 400
 
@@ -28,6 +30,8 @@ class UsageOut(serializers.Serializer):
     end = serializers.DateField(source="to")
     group_by = serializers.CharField()
     rows = UsageRowOut(many=True)
+    weight = serializers.FloatField()
+    fair_share = FairShareOut()
 
 
 def _day(value: str | None, name: str, default: date) -> date:
@@ -75,4 +79,7 @@ class UsageView(APIView):
             if "agent_name" in row:
                 item["agent"] = row["agent_name"]
             out.append(item)
-        return Response(UsageOut({"from": start, "to": end, "group_by": group_by, "rows": out}).data)
+        project = request_project(request)
+        body = {"from": start, "to": end, "group_by": group_by, "rows": out}
+        body.update(weight=project.weight, fair_share=fair_share(project))
+        return Response(UsageOut(body).data)

@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import usage
+from jobs import budgets, usage
 from jobs.models import Attempt
 
 from .conftest import GIB, seed_body
@@ -147,10 +147,10 @@ def test_running_jobs_are_stopped_once_usage_passes_the_budget_and_grace(project
 
     Quota.objects.filter(project=project).update(cpu_core_seconds=100)
     attempt = _running_attempt(submit, make_node, schedule, started_ago=104, cpu_milli=1000)
-    assert usage.enforce_budgets() == 0  # 104 s used of 100: within the 5% grace
+    assert budgets.enforce_budgets() == 0  # 104 s used of 100: within the 5% grace
     Attempt.objects.filter(pk=attempt.pk).update(started_at=attempt.started_at - timedelta(seconds=10))
     Attempt.objects.filter(pk=attempt.pk).update(metered_until=None)
-    assert usage.enforce_budgets() == 1
+    assert budgets.enforce_budgets() == 1
     attempt.refresh_from_db()
     assert (attempt.state, attempt.reason, attempt.stop_reason) == ("failed", "quota_exceeded", "quota_exceeded")
     assert Job.objects.get(pk=attempt.job_id).state == "failed"

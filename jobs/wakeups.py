@@ -1,0 +1,71 @@
+"""Ask for a scheduling pass and wake nodes: the one module the rest of jobs/ calls for both, importing nothing
+else of jobs/ (the Celery task is sent by its registered name), so attempts, services, usage and the scheduler
+no longer import each other in a circle."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection, transaction
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TASK = "jobs.tasks.schedule"
+
+
+def redis_key(name: str) -> str:
+    """Scheduler keys per database: deployments (or test runs) sharing a Redis do not block each other.
+
+    `lock`: one pass at a time; `dirty`: a pass was asked for; `requested`: a task is queued, not started.
+    """
+    return f"euler:jobs:scheduler:{connection.settings_dict.get('NAME')}:{name}"
+
+
+def request_pass() -> None:
+    """Ask for a pass: mark the queue dirty, and enqueue a task unless one is queued and not yet started.
+
+    A burst of submits thus costs one Celery task, not one each; a pass already running sees the flag
+    and goes again. Never raises: beat runs a pass every few seconds anyway.
+    """
+    try:
+        from euler.redis import client
+
+        r = client()
+        r.set(redis_key("dirty"), 1)
+        if not r.set(redis_key("requested"), 1, nx=True, ex=30):
+            return
+    except Exception as exc:  # noqa: BLE001 - without Redis, enqueue anyway
+        log.warning("scheduler flags unavailable: %s", type(exc).__name__)
+    try:
+        from celery import current_app
+
+        current_app.tasks[SCHEDULE_TASK].delay()
+    except Exception as exc:  # noqa: BLE001 - the broker being down only delays placement to the next beat
+        log.warning("scheduling pass not requested: %s", type(exc).__name__)
+
+
+def schedule_on_commit() -> None:
+    """Ask for a scheduling pass once the current transaction commits (beat catches up if this is lost)."""
+    transaction.on_commit(request_pass)
+
+
+def wake_on_commit(node_id: int | None) -> None:
+    if node_id is None:
+        return
+    from nodes import channel
+
+    transaction.on_commit(lambda: channel.wake(node_id))
+
+
+def wake_nodes(node_ids: list[int]) -> None:
+    """nodes.channel.wake for many nodes in one Redis round trip (a lost wake-up only waits for the next poll)."""
+    from euler.redis import client
+    from nodes import channel
+
+    try:
+        pipe = client().pipeline(transaction=False)
+        for node_id in node_ids:
+            pipe.publish(f"{channel.WAKE_PREFIX}{node_id}", b"1")
+        pipe.execute()
+    except Exception as exc:  # noqa: BLE001 - never fail a committed pass over a wake-up
+        log.warning("wake-up of %d nodes not sent: %s", len(node_ids), type(exc).__name__)
