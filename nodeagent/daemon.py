@@ -19,6 +19,7 @@ from nodeagent import __version__, protocol, state
 from nodeagent.backoff import Backoff, Link
 from nodeagent.client import ControlPlaneClient, Refused, Unreachable
 from nodeagent.config import AgentConfig, ConfigError, load
+from nodeagent.offer import apply_caps
 
 log = logging.getLogger("euler.nodeagent")
 
@@ -102,7 +103,7 @@ class Daemon:
             region=self.config.region,
             labels=self.config.labels,
             agent_version=__version__,
-            resources=self.probe.resources(),
+            resources=self.resources(),
         )
         backoff = Backoff()
         while not self.stop.is_set():
@@ -132,6 +133,18 @@ class Daemon:
             )
             return
 
+    def resources(self) -> protocol.Resources:
+        """What this node offers: the machine (disk: free space plus what its jobs already wrote, since the
+        server counts their whole `disk_bytes` as held), capped by the lender, with the job network policy."""
+        machine = self.probe.resources()
+        executor = self.executor
+        extra = {}
+        if executor is not None and hasattr(executor, "disk_used"):
+            extra["disk_bytes"] = machine.disk_bytes + executor.disk_used()
+        if executor is not None and hasattr(executor, "network_status"):
+            extra["job_egress"], extra["job_egress_error"] = executor.network_status()
+        return apply_caps(machine.model_copy(update=extra), self.config.caps)
+
     # --- loops -----------------------------------------------------------------------------------
     def _set_approval(self, approval: str, draining: bool) -> None:
         if approval != self.approval:
@@ -157,7 +170,7 @@ class Daemon:
 
     def heartbeat_once(self) -> protocol.HeartbeatReply:
         hb = protocol.Heartbeat(
-            agent_version=__version__, resources=self.probe.resources(), running=self.executor.running_attempts()
+            agent_version=__version__, resources=self.resources(), running=self.executor.running_attempts()
         )
         reply = protocol.HeartbeatReply.model_validate(
             self.client.call("POST", protocol.PATH_HEARTBEAT, hb.model_dump(mode="json"))
