@@ -139,7 +139,7 @@ class Daemon:
         machine = self.probe.resources()
         executor = self.executor
         extra = {}
-        if executor is not None and hasattr(executor, "disk_used"):
+        if executor is not None and hasattr(executor, "disk_used") and machine.disk_bytes is not None:
             extra["disk_bytes"] = machine.disk_bytes + executor.disk_used()
         if executor is not None and hasattr(executor, "network_status"):
             extra["job_egress"], extra["job_egress_error"] = executor.network_status()

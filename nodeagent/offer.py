@@ -101,7 +101,9 @@ def apply_caps(machine: protocol.Resources, caps: Caps) -> protocol.Resources:
     fields = {}
     for name in ("cpu_milli", "memory_bytes", "disk_bytes"):
         have, cap = getattr(machine, name), getattr(caps, name)
-        if cap is not None and cap < have:
+        if cap is not None and have is None:
+            fields[name] = cap  # the machine's figure is unknown: the lender's cap is what is offered
+        elif cap is not None and cap < have:
             fields[name] = cap
             capped.append(name.split("_")[0])
     gpus = _offered_gpus(machine.gpus, caps.gpus)

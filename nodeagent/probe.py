@@ -188,17 +188,15 @@ class Probe:
         self.docker, self.docker_root = docker_facts()
         self._disk_warned = False
 
-    def disk_bytes(self) -> int:
+    def disk_bytes(self) -> int | None:
         free = free_disk_bytes(self.docker_root)
-        if free is None:
-            if self.docker and not self._disk_warned:
-                log.warning(
-                    "cannot read free space of Docker's data root %s: this node offers no disk "
-                    "(mount the data root into the agent, read-only)",
-                    self.docker_root,
-                )
-                self._disk_warned = True
-            return 0
+        if free is None and self.docker and not self._disk_warned:
+            log.warning(
+                "cannot read free space of Docker's data root %s: disk is not reported unless "
+                "EULER_NODE_MAX_DISK_BYTES is set (or mount the data root into the agent, read-only)",
+                self.docker_root,
+            )
+            self._disk_warned = True
         return free
 
     def resources(self) -> protocol.Resources:

@@ -57,8 +57,9 @@ class Resources(Strict):
     memory_bytes: int = Field(ge=0)
     gpus: list[GpuInfo] = Field(default_factory=list, max_length=64)
     docker_version: Annotated[str, StringConstraints(max_length=64)] = ""
-    # Free space of Docker's data root (plus what this node's jobs already wrote), capped by the lender.
-    disk_bytes: int = Field(default=0, ge=0)
+    # Free space of Docker's data root (plus what this node's jobs already wrote), capped by the lender;
+    # None: unknown (the data root cannot be read from the agent and no cap is set).
+    disk_bytes: int | None = Field(default=None, ge=0)
     capped: list[Literal["cpu", "memory", "disk", "gpus"]] = Field(default_factory=list, max_length=4)
     # The job network policy the agent enforces ("" from agents older than the policy), and why networked
     # jobs are refused when its rules could not be installed.
@@ -128,7 +129,8 @@ class Assignment(Lenient):
     timeout_seconds: int
     pids_limit: int = 512
     disk_bytes: int = 0  # writable layer and anything else the job writes on the node; 0: not limited
-    network: Literal["default", "none"] = "default"  # default: the node's egress policy; none: loopback only
+    # "default": the node's egress policy; "none" (and anything else, whatever a server sends): loopback only.
+    network: Annotated[str, StringConstraints(max_length=16)] = "default"
 
 
 class PollRequest(Strict):

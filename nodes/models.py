@@ -54,7 +54,8 @@ class Node(models.Model):
     memory_bytes = models.BigIntegerField(default=0)
     gpus = models.JSONField(default=list, blank=True)  # list of protocol.GpuInfo dicts, live figures included
     gpu_fingerprint = models.CharField(max_length=64, blank=True, default="")  # pinned at approval
-    disk_bytes = models.BigIntegerField(default=0)  # free space of Docker's data root, capped by the lender
+    # Free space of Docker's data root, capped by the lender; null: not reported (an older agent), not counted.
+    disk_bytes = models.BigIntegerField(null=True, blank=True, default=None)
     capped = models.JSONField(default=list, blank=True)  # what the lender's caps lowered: cpu, memory, disk, gpus
     # The job network policy the agent enforces (public | none | unrestricted; "" from an older agent) and, when
     # its rules could not be installed, why it refuses networked jobs.

@@ -1,7 +1,7 @@
 """The scheduling policy: a pure function from frozen snapshots to placements (no Django, no clock).
 
 Filters, in the order pending reasons count them: approval, online, draining, pool and ownership,
-`min_trust`, env (platform nodes only), region, `node_selector`, whole free GPUs, free CPU and memory; plus
+`min_trust`, env (platform nodes only), region, `node_selector`, whole free GPUs, free CPU, memory and disk; plus
 the project's concurrency quota and retry backoff on the job side. Score: capacity left after the
 placement (spread); CPU-only jobs use nodes without GPUs while one fits.
 
@@ -30,6 +30,7 @@ from jobs.scheduling.snapshots import (
 )
 
 GIB = 1024**3
+UNLIMITED = 1 << 62
 GPU_WEIGHT = 8.0  # a free GPU counts like 8 cores in the spread score
 
 REASON_BACKOFF = "waiting for retry backoff"
@@ -121,8 +122,8 @@ class _Class:
         self.has_gpu = bool(rep.gpu_uuids)
         self.members: list[int] = []
         self.entries: list[tuple] = []
-        self.too_big: list[tuple[int, int, int]] = []  # shapes that found no room here this pass
-        self.explained: dict[tuple[int, int, int], dict[str, int]] = {}
+        self.too_big: list[tuple[int, int, int, int]] = []  # shapes that found no room here this pass
+        self.explained: dict[tuple[int, int, int, int], dict[str, int]] = {}
 
 
 class _State:
@@ -132,6 +133,8 @@ class _State:
         self.nodes = nodes
         self.cpu = cpu = [n.cpu_milli - n.used_cpu_milli for n in nodes]
         self.mem = mem = [n.memory_bytes - n.used_memory_bytes for n in nodes]
+        # Disk counts like memory; a node that does not report disk is not limited by it.
+        self.disk = [UNLIMITED if n.disk_bytes is None else n.disk_bytes - n.used_disk_bytes for n in nodes]
         none: list[str] = []  # shared by nodes without GPUs: only ever sliced by zero
         self.gpus = gpus = [
             ([u for u in n.gpu_uuids if u not in n.used_gpus] if n.used_gpus else list(n.gpu_uuids))
@@ -172,13 +175,18 @@ class _State:
             found = self.eligible[key] = (plain, gpu)
         return found
 
-    def fits(self, i: int, shape: tuple[int, int, int]) -> bool:
-        return self.cpu[i] >= shape[0] and self.mem[i] >= shape[1] and len(self.gpus[i]) >= shape[2]
+    def fits(self, i: int, shape: tuple[int, int, int, int]) -> bool:
+        return (
+            self.cpu[i] >= shape[0]
+            and self.mem[i] >= shape[1]
+            and len(self.gpus[i]) >= shape[2]
+            and self.disk[i] >= shape[3]
+        )
 
-    def best_in(self, cls: _Class, shape: tuple[int, int, int]) -> tuple | None:
+    def best_in(self, cls: _Class, shape: tuple[int, int, int, int]) -> tuple | None:
         """The class's highest-scoring node with room for `shape` (left in the heap), or None."""
-        for c, m, g in cls.too_big:
-            if c <= shape[0] and m <= shape[1] and g <= shape[2]:
+        for c, m, g, d in cls.too_big:
+            if c <= shape[0] and m <= shape[1] and g <= shape[2] and d <= shape[3]:
                 return None
         entries, aside, found = cls.entries, [], None
         while entries:
@@ -197,7 +205,7 @@ class _State:
         return found
 
     def take(self, classes: list[_Class], job: JobSnapshot) -> int | None:
-        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
+        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
         best = None
         for cls in classes:
             entry = self.best_in(cls, shape)
@@ -207,7 +215,7 @@ class _State:
 
     def capacity_counts(self, cls: _Class, job: JobSnapshot) -> dict[str, int]:
         """How many of the class's nodes each capacity filter removes (cached per shape within the pass)."""
-        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
+        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
         found = cls.explained.get(shape)
         if found is None:
             found = {}
@@ -223,6 +231,7 @@ class _State:
     def place(self, i: int, job: JobSnapshot) -> tuple[str, ...]:
         self.cpu[i] -= job.cpu_milli
         self.mem[i] -= job.memory_bytes
+        self.disk[i] -= job.disk_bytes
         taken = tuple(self.gpus[i][: job.gpu_count])
         del self.gpus[i][: job.gpu_count]
         self.version[i] += 1
@@ -237,6 +246,8 @@ def _capacity_reject(state: _State, i: int, job: JobSnapshot) -> str | None:
         return "cpu"
     if state.mem[i] < job.memory_bytes:
         return "memory"
+    if state.disk[i] < job.disk_bytes:
+        return "disk"
     return None
 
 
@@ -258,9 +269,10 @@ def explain(state: _State, job: JobSnapshot) -> str:
     phrases = dict(_PHRASES)
     phrases["cpu"] = f"lack {job.cpu_milli} free millicores"
     phrases["memory"] = f"lack {job.memory_bytes} free memory bytes"
+    phrases["disk"] = f"lack {job.disk_bytes} free disk bytes"
     phrases["gpus"] = f"lack {job.gpu_count} free GPU{'s' if job.gpu_count != 1 else ''}"
     phrases["busy"] = "were filled earlier in this pass"
-    order = [*_STATIC, "gpus", "cpu", "memory", "busy"]
+    order = [*_STATIC, "gpus", "cpu", "memory", "disk", "busy"]
     parts = [f"{counts[name]} {phrases[name]}" for name in order if counts.get(name)]
     return "no node fits: " + ", ".join(parts)
 
@@ -296,7 +308,7 @@ def place(
         if i is None:
             i = state.take(gpu, job)
         if i is None:
-            shape = (_key(job), job.cpu_milli, job.memory_bytes, job.gpu_count)
+            shape = (_key(job), job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
             if shape not in explained:
                 explained[shape] = explain(state, job)
             pending[job.id] = explained[shape]
