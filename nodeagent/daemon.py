@@ -61,12 +61,20 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
         from nodeagent.executor import Executor
     except ImportError:
         return NullExecutor()
-    return Executor(
+    from nodeagent.egress import Egress, instance_id, names_for
+
+    executor = Executor(
         client=client,
         node_name=config.name,
         state_dir=config.state_dir,
         logger=logging.getLogger("euler.nodeagent.executor"),
     )
+    # The job network and its egress rules, before any container (adopted ones included) runs on it.
+    instance = instance_id(url=config.url, node_name=config.name, state_dir=config.state_dir)
+    egress = Egress(policy=config.network, names=names_for(instance, config.name), docker_client=executor.runner.client)
+    egress.setup()
+    executor.egress = egress
+    return executor
 
 
 class Daemon:
