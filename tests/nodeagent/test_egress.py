@@ -254,3 +254,22 @@ def test_setting_up_twice_is_idempotent_and_leaves_one_jump(egress):
     assert rules.count(f"-j {egress.names.forward}") == 1
     rules = _sh("iptables", "-w", "-S", "INPUT").stdout
     assert rules.count(f"-j {egress.names.host}") == 1
+
+
+def _nslookup(client, network: str) -> str:
+    out = client.containers.run(
+        "euler-test/busybox", ["sh", "-c", "nslookup example.com 2>&1; true"], network=network, remove=True
+    )
+    return out.decode()
+
+
+@pytest.mark.docker
+def test_dns_keeps_working_through_dockers_embedded_resolver(egress):
+    import docker
+
+    client = docker.from_env()
+    answered = ("NXDOMAIN", "Address 1", "Name:")
+    if not any(word in _nslookup(client, "bridge") for word in answered):
+        pytest.skip("the host's resolver does not answer even on Docker's default bridge")
+    out = _nslookup(client, egress.network_name)
+    assert "127.0.0.11" in out and any(word in out for word in answered), out
