@@ -72,7 +72,7 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
     # The job network and its egress rules, before any container (adopted ones included) runs on it.
     instance = instance_id(url=config.url, node_name=config.name, state_dir=config.state_dir)
     egress = Egress(policy=config.network, names=names_for(instance, config.name), docker_client=executor.runner.client)
-    egress.setup()
+    egress.start()
     executor.egress = egress
     return executor
 
@@ -270,8 +270,12 @@ class Daemon:
             t.start()
         self.stop.wait()
         log.info("stopping")
+        busy = bool(self.executor.running_attempts())
         try:
             self.executor.close()
+            egress = getattr(self.executor, "egress", None)
+            if egress is not None and not busy:
+                egress.release()  # the job network and rules go with the agent, unless a job still uses them
         finally:
             threads[0].join(timeout=5)
             self.client.close()

@@ -17,10 +17,13 @@ import hashlib
 import ipaddress
 import logging
 import subprocess
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
+
+from docker import errors as derrors
 
 from nodeagent import protocol
 from nodeagent.offer import EGRESS_NONE, EGRESS_UNRESTRICTED, NetworkPolicy
@@ -52,6 +55,7 @@ BLOCKED_V6 = (
     "ff00::/8",  # multicast
 )
 LABEL_EGRESS_OWNER = "euler.egress-owner"
+SETUP_WAIT_SECONDS = 60.0
 
 
 class Step(NamedTuple):
@@ -179,11 +183,19 @@ class Egress:
         self.resolv_fallback = resolv_fallback
         self.network_name: str | None = None
         self.error = ""
+        self.ready = threading.Event()
+
+    def start(self) -> None:
+        """`setup()` in the background, so that heartbeats (and adopted jobs) do not wait for iptables; a new
+        networked job waits for it in `refuse_reason()`."""
+        threading.Thread(target=self.setup, daemon=True, name="euler-egress-setup").start()
 
     def status(self) -> tuple[str, str]:
         return self.policy.egress, self.error[:500]
 
     def refuse_reason(self) -> str | None:
+        if not self.ready.wait(SETUP_WAIT_SECONDS):
+            return "this node refuses networked jobs: its egress rules are still being installed"
         return f"this node refuses networked jobs: {self.error}" if self.error else None
 
     def _v6_forward_parent(self) -> str:
@@ -191,6 +203,15 @@ class Egress:
 
     def setup(self) -> None:
         """At start, idempotent: the bridge network, then the rules (or, for `unrestricted`, none of ours)."""
+        try:
+            self._setup()
+        except Exception as exc:  # noqa: BLE001 - whatever broke, networked jobs are refused saying why
+            self.error = f"egress setup failed: {exc}"[:500]
+            log.exception("egress setup failed")
+        finally:
+            self.ready.set()
+
+    def _setup(self) -> None:
         if self.policy.egress == EGRESS_NONE:
             self.network_name = None
             log.info("job egress: none (every job gets loopback only)")
@@ -257,8 +278,25 @@ class Egress:
             check_duplicate=True,
         )
 
+    def release(self) -> bool:
+        """On a clean stop: remove the network and then the rules, unless a container still uses the network
+        (a job the next start adopts): then both stay. True when nothing of this agent's is left."""
+        if self.policy.egress == EGRESS_NONE or not self.ready.wait(SETUP_WAIT_SECONDS):
+            return True
+        try:
+            for n in self.docker.networks.list(names=[self.names.network]):
+                if n.name == self.names.network:
+                    n.remove()
+        except derrors.NotFound:
+            pass
+        except derrors.APIError as exc:
+            log.info("keeping the job network and its rules: %s", exc.explanation or exc)
+            return False
+        self._remove_rules()
+        return True
+
     def teardown(self) -> None:
-        """Remove this agent's rules and network (tests, and a lender taking the node out of the pool)."""
+        """Remove this agent's rules and network whatever uses it (tests)."""
         self._remove_rules()
         for n in self.docker.networks.list(names=[self.names.network]):
             if n.name == self.names.network:

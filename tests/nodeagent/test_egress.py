@@ -273,3 +273,46 @@ def test_dns_keeps_working_through_dockers_embedded_resolver(egress):
         pytest.skip("the host's resolver does not answer even on Docker's default bridge")
     out = _nslookup(client, egress.network_name)
     assert "127.0.0.11" in out and any(word in out for word in answered), out
+
+
+class BrokenEgress:
+    network_name = None
+
+    def refuse_reason(self):
+        return "this node refuses networked jobs: egress rules could not be installed: iptables: Permission denied"
+
+    def status(self):
+        return "public", "egress rules could not be installed: iptables: Permission denied"
+
+
+@pytest.mark.docker
+def test_without_its_rules_the_agent_refuses_networked_jobs_but_runs_network_none_ones(
+    make_executor,  # noqa: F811
+    plane,  # noqa: F811
+):
+    ex = make_executor(egress=BrokenEgress())
+    assert ex.network_status()[1].startswith("egress rules could not be installed")
+    ex.handle_assignment(assignment(51, ["echo", "networked"]))
+    ex.handle_assignment(assignment(52, ["echo", "offline"], network="none"))
+    refused = wait_for(lambda: plane.ended(51), "the refused job's end")
+    assert refused["reason"] == "start_failed" and "refuses networked jobs" in refused["message"]
+    assert not any(r["state"] == "running" for r in plane.reports[51])
+    ran = wait_for(lambda: plane.ended(52), "the network-none job's end")
+    assert ran["reason"] == "exited" and ran["exit_code"] == 0 and plane.log(52) == "offline\n"
+
+
+@pytest.mark.docker
+def test_a_clean_stop_takes_the_network_and_rules_away_unless_a_job_still_uses_them(egress):
+    import docker
+
+    client = docker.from_env()
+    job = client.containers.run("euler-test/busybox", ["sleep", "30"], network=egress.network_name, detach=True)
+    try:
+        assert egress.release() is False  # the job is adopted after a restart: its network and rules stay
+        assert f"-j {egress.names.forward}" in _sh("iptables", "-w", "-S", "DOCKER-USER").stdout
+    finally:
+        job.remove(force=True)
+    assert egress.release() is True
+    assert egress.names.forward not in _sh("iptables", "-w", "-S").stdout
+    assert egress.names.host not in _sh("ip6tables", "-w", "-S").stdout
+    assert not [n for n in client.networks.list(names=[egress.network_name]) if n.name == egress.network_name]
