@@ -26,7 +26,7 @@ from typing import NamedTuple
 from docker import errors as derrors
 
 from nodeagent import protocol
-from nodeagent.offer import EGRESS_NONE, EGRESS_UNRESTRICTED, NetworkPolicy
+from nodeagent.offer import EGRESS_NONE, EGRESS_PUBLIC, EGRESS_UNRESTRICTED, NetworkPolicy
 
 log = logging.getLogger("euler.nodeagent.egress")
 
@@ -56,6 +56,7 @@ BLOCKED_V6 = (
 )
 LABEL_EGRESS_OWNER = "euler.egress-owner"
 SETUP_WAIT_SECONDS = 60.0
+VERIFY_EVERY_SECONDS = 30.0
 
 
 class Step(NamedTuple):
@@ -184,11 +185,48 @@ class Egress:
         self.network_name: str | None = None
         self.error = ""
         self.ready = threading.Event()
+        self._stopped = threading.Event()
 
     def start(self) -> None:
         """`setup()` in the background, so that heartbeats (and adopted jobs) do not wait for iptables; a new
         networked job waits for it in `refuse_reason()`."""
-        threading.Thread(target=self.setup, daemon=True, name="euler-egress-setup").start()
+        threading.Thread(target=self._keep, daemon=True, name="euler-egress").start()
+
+    def _keep(self) -> None:
+        self.setup()
+        while not self._stopped.wait(VERIFY_EVERY_SECONDS):
+            try:
+                self.verify()
+            except Exception:  # noqa: BLE001 - checked again next time
+                log.exception("checking the egress rules failed")
+
+    def verify(self) -> bool:
+        """Rules still in place (a firewall reload or `iptables -F` may have removed them)? Reinstalled if not.
+        True when they are (or need not be) in place."""
+        if self.policy.egress != EGRESS_PUBLIC or self.network_name is None or self.error:
+            return True
+        parent = self._v6_forward_parent()
+        steps = plan(self.policy, self.names, dns=self.dns(), v6_forward_parent=parent)
+        expected: dict[tuple[str, str], int] = {}
+        for step in steps:
+            if step.argv[2] == "-A":
+                key = (step.argv[0], step.argv[3])
+                expected[key] = expected.get(key, 0) + 1
+        intact = all(self.run(s.unless).returncode == 0 for s in steps if s.argv[2] == "-I")
+        for (binary, chain), count in expected.items():
+            listed = self.run([binary, "-w", "-S", chain])
+            rules = sum(1 for line in listed.stdout.splitlines() if line.startswith("-A "))
+            intact = intact and listed.returncode == 0 and rules == count
+        if intact:
+            return True
+        log.warning("the egress rules of bridge %s were changed from outside: installing them again", self.names.bridge)
+        try:
+            self.install()
+        except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
+            self.error = f"egress rules could not be installed: {exc}"[:500]
+            log.error("%s", self.error)
+            return False
+        return True
 
     def status(self) -> tuple[str, str]:
         return self.policy.egress, self.error[:500]
@@ -281,6 +319,7 @@ class Egress:
     def release(self) -> bool:
         """On a clean stop: remove the network and then the rules, unless a container still uses the network
         (a job the next start adopts): then both stay. True when nothing of this agent's is left."""
+        self._stopped.set()
         if self.policy.egress == EGRESS_NONE or not self.ready.wait(SETUP_WAIT_SECONDS):
             return True
         try:
@@ -297,6 +336,7 @@ class Egress:
 
     def teardown(self) -> None:
         """Remove this agent's rules and network whatever uses it (tests)."""
+        self._stopped.set()
         self._remove_rules()
         for n in self.docker.networks.list(names=[self.names.network]):
             if n.name == self.names.network:

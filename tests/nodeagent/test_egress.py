@@ -316,3 +316,13 @@ def test_a_clean_stop_takes_the_network_and_rules_away_unless_a_job_still_uses_t
     assert egress.names.forward not in _sh("iptables", "-w", "-S").stdout
     assert egress.names.host not in _sh("ip6tables", "-w", "-S").stdout
     assert not [n for n in client.networks.list(names=[egress.network_name]) if n.name == egress.network_name]
+
+
+@pytest.mark.docker
+def test_rules_removed_from_outside_are_put_back_by_the_next_check(egress):
+    _sh("iptables", "-w", "-F", egress.names.forward)
+    _sh("iptables", "-w", "-D", "INPUT", "-i", egress.names.bridge, "-j", egress.names.host)
+    assert egress.verify() is True
+    assert f"-j {egress.names.host}" in _sh("iptables", "-w", "-S", "INPUT").stdout
+    assert "-d 169.254.0.0/16 -j REJECT" in _sh("iptables", "-w", "-S", egress.names.forward).stdout
+    assert egress.verify() is True and egress.error == ""
