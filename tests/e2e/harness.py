@@ -171,6 +171,8 @@ class Platform:
             EULER_NODE_HTTP_ALLOWED_NETWORKS="127.0.0.0/8,::1/128",
             EULER_DATA_DIR=str(self.tmp / "data"),
             PYTHONUNBUFFERED="1",
+            # Test jobs write next to nothing: a CI runner with less than the 10 GiB default free still places them.
+            EULER_JOB_DEFAULT_DISK_BYTES=str(256 << 20),
         )
         env.pop("DATABASE_URL_FILE", None)
         env.pop("REDIS_URL_FILE", None)
