@@ -115,10 +115,11 @@ class DiskGuard:
                 self.used = used
                 if over_limit(used, self.limit):
                     self.crossed_at = time.monotonic()
+                    # The reason first: the run must not see the container die before it knows why.
+                    self.exceeded(limit_message(used, self.limit))
                     try:
                         self.api.kill(self.container_id)
                     except derrors.APIError:
                         pass  # it ended on its own meanwhile
-                    self.exceeded(limit_message(used, self.limit))
                     return
             self._stop.wait(self.interval)

@@ -154,6 +154,12 @@ def removal(names: Names, *, v6_forward_parent: str = "DOCKER-USER") -> list[lis
     return argvs
 
 
+def names_from_owner(network: str, owner: str) -> Names:
+    """The names of an existing job network from its owner label (the bridge name)."""
+    instance = owner.removeprefix("eu-")
+    return Names(network=network, bridge=owner, forward=f"EULER-{instance}-FWD", host=f"EULER-{instance}-IN")
+
+
 # --- the shell --------------------------------------------------------------------------------
 Runner = Callable[[list[str]], subprocess.CompletedProcess]
 
@@ -341,3 +347,21 @@ class Egress:
         for n in self.docker.networks.list(names=[self.names.network]):
             if n.name == self.names.network:
                 n.remove()
+
+
+def remove_leftovers(docker_client, *, node_name: str) -> list[str]:
+    """Remove every job network (and its rules) that an agent for `node_name` left on this engine, e.g. one
+    killed or stopped mid-job for good; returns the networks removed. Containers on them must be gone."""
+    removed = []
+    for n in docker_client.networks.list(filters={"label": LABEL_EGRESS_OWNER}):
+        owner = (n.attrs.get("Labels") or {}).get(LABEL_EGRESS_OWNER, "")
+        if not owner.startswith("eu-") or n.name != f"euler-{node_name[:40]}-{owner.removeprefix('eu-')}":
+            continue
+        try:
+            Egress(
+                policy=NetworkPolicy(), names=names_from_owner(n.name, owner), docker_client=docker_client
+            ).teardown()
+            removed.append(n.name)
+        except derrors.APIError as exc:
+            log.warning("could not remove job network %s: %s", n.name, exc.explanation or exc)
+    return removed

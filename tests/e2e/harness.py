@@ -311,6 +311,24 @@ class Platform:
             out.append(f"===== {proc.name} (pid {proc.popen.pid if proc.popen else '-'}) =====\n" + "\n".join(text))
         return "\n".join(out)
 
+    def _remove_job_networks(self) -> None:
+        """The job networks and egress rules of this platform's agents (one stopped mid-job keeps them)."""
+        if not self.agents:
+            return
+        try:
+            import docker
+
+            from nodeagent.egress import remove_leftovers
+
+            client = docker.from_env()
+        except Exception:  # noqa: BLE001 - no engine: nothing was created
+            return
+        try:
+            for name in self.agents:
+                remove_leftovers(client, node_name=name)
+        finally:
+            client.close()
+
     def stop(self) -> None:
         for proc in reversed(list(self.procs.values())):
             proc.signal(signal.SIGTERM)
@@ -322,6 +340,7 @@ class Platform:
                 proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
+        self._remove_job_networks()
         if self._redis is not None:
             self._redis.stop(timeout=5)
             self._redis = None

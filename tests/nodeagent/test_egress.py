@@ -326,3 +326,15 @@ def test_rules_removed_from_outside_are_put_back_by_the_next_check(egress):
     assert f"-j {egress.names.host}" in _sh("iptables", "-w", "-S", "INPUT").stdout
     assert "-d 169.254.0.0/16 -j REJECT" in _sh("iptables", "-w", "-S", egress.names.forward).stdout
     assert egress.verify() is True and egress.error == ""
+
+
+@pytest.mark.docker
+def test_leftovers_of_an_agent_gone_for_good_are_removed_by_node_name(egress, node):  # noqa: F811
+    import docker
+
+    from nodeagent.egress import remove_leftovers
+
+    client = docker.from_env()
+    assert remove_leftovers(client, node_name="someone-else") == []
+    assert remove_leftovers(client, node_name=node) == [egress.network_name]
+    assert egress.names.forward not in _sh("iptables", "-w", "-S").stdout
