@@ -207,9 +207,9 @@ class Egress:
                 log.exception("checking the egress rules failed")
 
     def verify(self) -> bool:
-        """Rules still in place (a firewall reload or `iptables -F` may have removed them)? Reinstalled if not.
-        True when they are (or need not be) in place."""
-        if self.policy.egress != EGRESS_PUBLIC or self.network_name is None or self.error:
+        """Network and rules still in place (`docker network prune`, a firewall reload or `iptables -F` may have
+        removed them)? Put back if not, which also clears an earlier failure. True when they are in place."""
+        if self.policy.egress != EGRESS_PUBLIC or self.network_name is None:
             return True
         parent = self._v6_forward_parent()
         steps = plan(self.policy, self.names, dns=self.dns(), v6_forward_parent=parent)
@@ -223,15 +223,25 @@ class Egress:
             listed = self.run([binary, "-w", "-S", chain])
             rules = sum(1 for line in listed.stdout.splitlines() if line.startswith("-A "))
             intact = intact and listed.returncode == 0 and rules == count
-        if intact:
+        if intact and not self.error:
+            self._ensure_network()
             return True
-        log.warning("the egress rules of bridge %s were changed from outside: installing them again", self.names.bridge)
+        if not self.error:
+            log.warning(
+                "the egress rules of bridge %s were changed from outside: installing them again", self.names.bridge
+            )
         try:
+            self._ensure_network()
             self.install()
-        except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
-            self.error = f"egress rules could not be installed: {exc}"[:500]
-            log.error("%s", self.error)
+        except Exception as exc:  # noqa: BLE001 - networked jobs are refused until a later check succeeds
+            error = f"egress rules could not be installed: {exc}"[:500]
+            if error != self.error:
+                log.error("%s", error)
+            self.error = error
             return False
+        if self.error:
+            log.info("egress rules installed again; networked jobs run")
+        self.error = ""
         return True
 
     def status(self) -> tuple[str, str]:

@@ -338,3 +338,19 @@ def test_leftovers_of_an_agent_gone_for_good_are_removed_by_node_name(egress, no
     assert remove_leftovers(client, node_name="someone-else") == []
     assert remove_leftovers(client, node_name=node) == [egress.network_name]
     assert egress.names.forward not in _sh("iptables", "-w", "-S").stdout
+
+
+def test_a_later_check_installs_rules_that_failed_at_start_and_networked_jobs_run_again():
+    state = {"broken": True}
+
+    def flaky(argv):
+        if state["broken"]:
+            return subprocess.CompletedProcess(argv, 4, "", "iptables: Resource temporarily unavailable.")
+        return subprocess.CompletedProcess(argv, 1 if argv[2] in ("-S", "-C") else 0, "", "")
+
+    egress = Egress(policy=NetworkPolicy(), names=NAMES, docker_client=FakeDocker(), run=flaky)
+    egress.setup()
+    assert egress.refuse_reason() is not None
+    state["broken"] = False
+    assert egress.verify() is True
+    assert egress.error == "" and egress.refuse_reason() is None
