@@ -28,6 +28,8 @@ def node_row(node) -> dict:
         "cpu_total": node.cpu_milli,
         "mem_used": node.allocated_memory_bytes,
         "mem_total": node.memory_bytes,
+        "disk_used": node.allocated_disk_bytes,
+        "disk_total": node.disk_bytes,
         "gpu_used": len(node.allocated_gpus or []),
         "gpu_total": len(node.gpus or []),
         "gpus": node.gpus or [],

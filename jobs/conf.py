@@ -8,6 +8,8 @@ from euler.env import env_float, env_int
 EULER_SCHEDULER_INTERVAL = env_float("EULER_SCHEDULER_INTERVAL", 2.0, minimum=0.1)
 # Queued jobs locked and placed per transaction.
 EULER_SCHEDULER_BATCH = env_int("EULER_SCHEDULER_BATCH", 1000, minimum=1, maximum=100_000)
+# A job's disk (writable layer and whatever else it writes on the node) when the submission does not say.
+EULER_JOB_DEFAULT_DISK_BYTES = env_int("EULER_JOB_DEFAULT_DISK_BYTES", 10 * 1024**3, minimum=4 * 1024**2)
 # Automatic retry backoff: base * 2**retries_used seconds, capped.
 EULER_JOB_RETRY_BACKOFF = env_float("EULER_JOB_RETRY_BACKOFF", 2.0, minimum=0)
 EULER_JOB_RETRY_BACKOFF_MAX = env_float("EULER_JOB_RETRY_BACKOFF_MAX", 300.0, minimum=0)

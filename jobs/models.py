@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from euler.crypto import EncryptedField
-from jobs.states import AttemptState, JobState, MinTrust, Pool
+from jobs.states import AttemptState, JobState, MinTrust, Network, Pool
 
 
 def _default_retry_on() -> list[str]:
@@ -22,6 +22,9 @@ class Job(models.Model):
     has_env = models.BooleanField(default=False)
     cpu_milli = models.IntegerField()
     memory_bytes = models.BigIntegerField()
+    # Writable layer and anything else the job writes on the node; 0 (jobs older than the field): not limited.
+    disk_bytes = models.BigIntegerField(default=0)
+    network = models.CharField(max_length=8, choices=Network.choices, default=Network.DEFAULT)
     gpu_count = models.IntegerField(default=0)
     timeout_seconds = models.IntegerField()
     region = models.CharField(max_length=63, blank=True, default="")
@@ -68,6 +71,7 @@ class Attempt(models.Model):
     # What the placement holds on the node, copied from the job: allocation is the sum over active attempts.
     cpu_milli = models.IntegerField()
     memory_bytes = models.BigIntegerField()
+    disk_bytes = models.BigIntegerField(default=0)
     gpu_uuids = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=10, choices=AttemptState.choices, default=AttemptState.ASSIGNED)
     exit_code = models.IntegerField(null=True, blank=True)

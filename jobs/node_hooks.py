@@ -30,6 +30,8 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         env=env,
         cpu_milli=attempt.cpu_milli,
         memory_bytes=attempt.memory_bytes,
+        disk_bytes=attempt.disk_bytes,
+        network=job.network,
         gpu_uuids=list(attempt.gpu_uuids or []),
         timeout_seconds=job.timeout_seconds,
     )

@@ -29,6 +29,11 @@ class Pool(models.TextChoices):
     OWN = "own", "The project's own nodes only"
 
 
+class Network(models.TextChoices):
+    DEFAULT = "default", "The node's egress policy (the internet; no host, private or metadata addresses)"
+    NONE = "none", "No network: loopback only"
+
+
 class MinTrust(models.TextChoices):
     COMMUNITY = "community", "Community"
     PLATFORM = "platform", "Platform"
@@ -67,7 +72,7 @@ def allowed(source: str, target: str) -> bool:
 
 
 # Protocol exit reasons that count as a plain failure for the retry policy.
-FAILURE_REASONS = frozenset({"exited", "oom", "image_pull_failed", "start_failed"})
+FAILURE_REASONS = frozenset({"exited", "oom", "image_pull_failed", "start_failed", "disk_limit"})
 
 
 def attempt_outcome(*, reason: str | None, exit_code: int | None) -> str:

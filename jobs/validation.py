@@ -10,6 +10,7 @@ MIB = 1024 * 1024
 MAX_TIMEOUT = 7 * 24 * 3600
 MAX_CPU_MILLI = 1_000_000
 MAX_MEMORY = 16 * 1024**4
+MAX_DISK = 64 * 1024**4
 MAX_GPUS = 8
 MAX_RETRIES = 10
 MAX_PRIORITY = 100  # priority is -MAX_PRIORITY..MAX_PRIORITY
@@ -17,7 +18,7 @@ MAX_PRIORITY = 100  # priority is -MAX_PRIORITY..MAX_PRIORITY
 # The options a container never gets, whatever the body says: 400 forbidden_option.
 FORBIDDEN_OPTIONS = frozenset(
     {
-        "privileged", "volumes", "binds", "mounts", "network_mode", "network", "cap_add", "capabilities",
+        "privileged", "volumes", "binds", "mounts", "network_mode", "cap_add", "capabilities",
         "devices", "device_requests", "pid_mode", "ipc_mode", "uts_mode", "userns_mode", "security_opt",
         "user", "runtime", "sysctls", "tmpfs", "volumes_from", "extra_hosts", "cgroup_parent", "ports",
         "publish_all_ports", "group_add", "oom_kill_disable", "pids_limit", "ulimits", "entrypoint",
@@ -77,6 +78,23 @@ def cpu_milli(value) -> int:
 
 def memory_bytes(value) -> int:
     return _int(value, code="invalid_memory", low=4 * MIB, high=MAX_MEMORY, what="memory_bytes")
+
+
+def disk_bytes(value) -> int:
+    return _int(value, code="invalid_disk", low=4 * MIB, high=MAX_DISK, what="disk_bytes")
+
+
+def default_disk_bytes() -> int:
+    from django.conf import settings  # the one default that a setting decides
+
+    return settings.EULER_JOB_DEFAULT_DISK_BYTES
+
+
+def network(value) -> str:
+    if value not in ("default", "none"):
+        raise InvalidInput("network is 'default' (the node's egress policy) or 'none' (loopback only).",
+                           code="invalid_network")  # fmt: skip
+    return value
 
 
 def gpu_count(value) -> int:
@@ -153,6 +171,8 @@ FIELDS = {
     "command": (command, None),
     "cpu_milli": (cpu_milli, None),
     "memory_bytes": (memory_bytes, None),
+    "disk_bytes": (disk_bytes, default_disk_bytes),
+    "network": (network, lambda: "default"),
     "gpu_count": (gpu_count, lambda: 0),
     "timeout_seconds": (timeout_seconds, None),
     "env": (env, dict),

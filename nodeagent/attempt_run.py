@@ -14,7 +14,7 @@ from nodeagent.docker_runner import RunnerError
 from nodeagent.logship import LogShipper, Stale
 
 LOOP_SECONDS = 0.05
-REASONS = {"timeout": "timeout", "cancelled": "cancelled"}
+REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit"}
 
 
 class AttemptRun:
@@ -26,6 +26,7 @@ class AttemptRun:
         self.state = "starting"
         self.exit_code: int | None = None
         self.stop_reason: str | None = None
+        self.stop_message = ""
         self.stale = False
         self._stop_requested = threading.Event()
         self._stopping = False
@@ -55,6 +56,12 @@ class AttemptRun:
         if self.stop_reason is None:
             self.stop_reason = REASONS.get(reason, "cancelled")
         self._stop_requested.set()
+
+    def disk_exceeded(self, message: str) -> None:
+        """From the disk guard, which already killed the container: the attempt ends `disk_limit`."""
+        if self.stop_reason is None:
+            self.stop_message = message
+        self.request_stop("disk_limit")
 
     def close_reader(self) -> None:
         if self._stream is not None:
@@ -92,10 +99,16 @@ class AttemptRun:
         if self._stop_requested.is_set():
             self._end(reason=self.stop_reason or "cancelled", exit_code=None, message="stopped before start")
             return False
+        refused = self.ex.refuse_reason(a)
+        if refused:
+            self._end(reason="start_failed", exit_code=None, message=refused)
+            return False
+        self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
         try:
             runner.ensure_image(a.image)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
-            cid = runner.create_and_start(create_kwargs(a, node_name=self.ex.node_name))
+            kwargs = create_kwargs(a, node_name=self.ex.node_name, **self.ex.container_options(a))
+            cid = runner.create_and_start(kwargs)
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
             self._end(reason=exc.reason, exit_code=None, message=exc.message)
@@ -122,6 +135,7 @@ class AttemptRun:
             self._save()
         reader = threading.Thread(target=self._read_logs, args=(cid,), daemon=True)
         reader.start()
+        self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         deadline = self.record.get("deadline")
         while not self._reader_done.is_set():
             self._check_closing()
@@ -148,7 +162,7 @@ class AttemptRun:
             reason = "oom"
         else:
             reason = "exited"
-        self._end(reason=reason, exit_code=self.exit_code)
+        self._end(reason=reason, exit_code=self.exit_code, message=self.stop_message)
         runner.remove(cid)
 
     def _wait_for_output(self) -> None:

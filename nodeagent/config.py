@@ -13,6 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from nodeagent import protocol
 from nodeagent.client import InsecureURL, check_url
+from nodeagent.offer import Caps, NetworkPolicy, OfferError, load_caps, load_network_policy
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -31,6 +32,8 @@ class AgentConfig:
     region: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     allow_insecure: bool = False
+    caps: Caps = field(default_factory=Caps)  # the lender's caps on what this node offers
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)  # the jobs' egress policy
 
 
 def _bool(env: Mapping[str, str], name: str) -> bool:
@@ -94,6 +97,10 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
     if not re.fullmatch(r"[A-Za-z0-9._-]{0,63}", region):
         raise ConfigError(f"EULER_NODE_REGION: at most 63 letters, digits, '.', '_', '-'; got {region!r}")
     state_dir = Path(env.get("EULER_NODE_STATE_DIR") or default_state_dir()).expanduser()
+    try:
+        caps, network = load_caps(env), load_network_policy(env)
+    except OfferError as exc:
+        raise ConfigError(str(exc)) from None
     return AgentConfig(
         url=url,
         name=name,
@@ -102,4 +109,6 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         region=region,
         labels=parse_labels(env.get("EULER_NODE_LABELS", "")),
         allow_insecure=allow_insecure,
+        caps=caps,
+        network=network,
     )

@@ -30,8 +30,15 @@ def labels_for(*, node_name: str, job_id: int, attempt_id: int) -> dict[str, str
     }
 
 
-def create_kwargs(assignment: protocol.Assignment | dict, *, node_name: str) -> dict[str, Any]:
-    """The exact kwargs for `client.containers.create(**kwargs)`; unknown input fields are ignored."""
+def create_kwargs(
+    assignment: protocol.Assignment | dict, *, node_name: str, network: str | None = None, disk_quota: bool = False
+) -> dict[str, Any]:
+    """The exact kwargs for `client.containers.create(**kwargs)`; unknown input fields are ignored.
+
+    `network`: the agent's own bridge for jobs on the node's egress policy; a job asking for anything but
+    "default", or an agent without a usable bridge, gets no network at all. `disk_quota`: the storage driver
+    enforces `storage_opt size`, so the job's `disk_bytes` is also a hard quota on its writable layer.
+    """
     a = assignment if isinstance(assignment, protocol.Assignment) else protocol.Assignment.model_validate(assignment)
     pids = a.pids_limit if 0 < a.pids_limit <= MAX_PIDS_LIMIT else DEFAULT_PIDS_LIMIT
     memory = max(int(a.memory_bytes), MIN_MEMORY_BYTES)
@@ -51,4 +58,7 @@ def create_kwargs(assignment: protocol.Assignment | dict, *, node_name: str) -> 
     }
     if a.gpu_uuids:
         kwargs["device_requests"] = [DeviceRequest(device_ids=list(a.gpu_uuids), capabilities=[["gpu"]])]
+    kwargs["network_mode"] = network if a.network == "default" and network else "none"
+    if disk_quota and a.disk_bytes > 0:
+        kwargs["storage_opt"] = {"size": str(a.disk_bytes)}
     return kwargs

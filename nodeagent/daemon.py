@@ -19,6 +19,7 @@ from nodeagent import __version__, protocol, state
 from nodeagent.backoff import Backoff, Link
 from nodeagent.client import ControlPlaneClient, Refused, Unreachable
 from nodeagent.config import AgentConfig, ConfigError, load
+from nodeagent.offer import apply_caps
 
 log = logging.getLogger("euler.nodeagent")
 
@@ -60,12 +61,20 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
         from nodeagent.executor import Executor
     except ImportError:
         return NullExecutor()
-    return Executor(
+    from nodeagent.egress import Egress, instance_id, names_for
+
+    executor = Executor(
         client=client,
         node_name=config.name,
         state_dir=config.state_dir,
         logger=logging.getLogger("euler.nodeagent.executor"),
     )
+    # The job network and its egress rules, before any container (adopted ones included) runs on it.
+    instance = instance_id(url=config.url, node_name=config.name, state_dir=config.state_dir)
+    egress = Egress(policy=config.network, names=names_for(instance, config.name), docker_client=executor.runner.client)
+    egress.start()
+    executor.egress = egress
+    return executor
 
 
 class Daemon:
@@ -102,7 +111,7 @@ class Daemon:
             region=self.config.region,
             labels=self.config.labels,
             agent_version=__version__,
-            resources=self.probe.resources(),
+            resources=self.resources(),
         )
         backoff = Backoff()
         while not self.stop.is_set():
@@ -132,6 +141,18 @@ class Daemon:
             )
             return
 
+    def resources(self) -> protocol.Resources:
+        """What this node offers: the machine (disk: free space plus what its jobs already wrote, since the
+        server counts their whole `disk_bytes` as held), capped by the lender, with the job network policy."""
+        machine = self.probe.resources()
+        executor = self.executor
+        extra = {}
+        if executor is not None and hasattr(executor, "disk_used") and machine.disk_bytes is not None:
+            extra["disk_bytes"] = machine.disk_bytes + executor.disk_used()
+        if executor is not None and hasattr(executor, "network_status"):
+            extra["job_egress"], extra["job_egress_error"] = executor.network_status()
+        return apply_caps(machine.model_copy(update=extra), self.config.caps)
+
     # --- loops -----------------------------------------------------------------------------------
     def _set_approval(self, approval: str, draining: bool) -> None:
         if approval != self.approval:
@@ -157,7 +178,7 @@ class Daemon:
 
     def heartbeat_once(self) -> protocol.HeartbeatReply:
         hb = protocol.Heartbeat(
-            agent_version=__version__, resources=self.probe.resources(), running=self.executor.running_attempts()
+            agent_version=__version__, resources=self.resources(), running=self.executor.running_attempts()
         )
         reply = protocol.HeartbeatReply.model_validate(
             self.client.call("POST", protocol.PATH_HEARTBEAT, hb.model_dump(mode="json"))
@@ -249,8 +270,12 @@ class Daemon:
             t.start()
         self.stop.wait()
         log.info("stopping")
+        busy = bool(self.executor.running_attempts())
         try:
             self.executor.close()
+            egress = getattr(self.executor, "egress", None)
+            if egress is not None and not busy:
+                egress.release()  # the job network and rules go with the agent, unless a job still uses them
         finally:
             threads[0].join(timeout=5)
             self.client.close()

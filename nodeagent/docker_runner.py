@@ -157,7 +157,7 @@ class DockerRunner:
 
     def remove(self, container_id: str) -> None:
         try:
-            self.client.api.remove_container(container_id, force=True)
+            self.client.api.remove_container(container_id, force=True, v=True)  # v: its anonymous volumes too
         except derrors.NotFound:
             pass
         except derrors.APIError as exc:

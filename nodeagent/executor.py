@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nodeagent import protocol
 from nodeagent.attempt_run import AttemptRun
+from nodeagent.disk import DiskGuard, StorageQuota
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 
 REAP_EVERY_SECONDS = 30.0
@@ -47,6 +48,7 @@ class Executor:
         runner=None,
         stop_grace: int | None = None,
         max_spool_bytes: int | None = None,
+        egress=None,
     ):
         from nodeagent.docker_runner import DockerRunner
 
@@ -72,6 +74,10 @@ class Executor:
         self._runs: dict[int, AttemptRun] = {}
         self._next_reap = time.monotonic() + REAP_EVERY_SECONDS
         self._reaping = False
+        # The job network (nodeagent.egress.Egress, set up by the daemon); None: jobs get no network.
+        self.egress = egress
+        self.storage_quota = StorageQuota(self.runner.client.api, name_prefix=f"euler-{node_name}")
+        self._disk_guards: dict[int, DiskGuard] = {}
 
     # --- the daemon's interface ------------------------------------------------------------------
     def adopt(self) -> None:
@@ -136,6 +142,45 @@ class Executor:
         for run in runs:
             run.thread.join(timeout=5)
 
+    # --- what a job may use: network and disk ------------------------------------------------------
+    def refuse_reason(self, assignment: protocol.Assignment) -> str | None:
+        """Why this node will not start the job (networked, while the egress rules are not in place)."""
+        if assignment.network == "default" and self.egress is not None:
+            return self.egress.refuse_reason()
+        return None
+
+    def container_options(self, assignment: protocol.Assignment) -> dict:
+        """The node's part of the container spec: the job network and, where the driver has one, a disk quota."""
+        network = self.egress.network_name if self.egress is not None else None
+        quota = assignment.disk_bytes > 0 and self.storage_quota.available(assignment.image)
+        return {"network": network, "disk_quota": quota}
+
+    def watch_disk(self, run: AttemptRun, container_id: str) -> DiskGuard | None:
+        """Measure the container's writable layer while it runs; past `disk_bytes` the run ends `disk_limit`."""
+        limit = int(run.assignment.disk_bytes) if run.assignment is not None else int(run.record.get("disk_bytes", 0))
+        if limit <= 0:
+            return None
+        guard = DiskGuard(self.runner.client.api, container_id, limit, run.disk_exceeded)
+        with self._lock:
+            self._disk_guards[run.attempt_id] = guard
+        return guard.start()
+
+    def unwatch_disk(self, attempt_id: int) -> None:
+        with self._lock:
+            guard = self._disk_guards.pop(attempt_id, None)
+        if guard is not None:
+            guard.stop()
+
+    def disk_used(self) -> int:
+        """What running jobs wrote on this node (last measurements), added back to the free space offered."""
+        with self._lock:
+            return sum(g.used for g in self._disk_guards.values())
+
+    def network_status(self) -> tuple[str, str]:
+        if self.egress is None:
+            return "none", ""
+        return self.egress.status()
+
     # --- helpers ---------------------------------------------------------------------------------
     def reap(self) -> None:
         """Remove euler containers of this node that no attempt here drives (strays, fenced leftovers)."""
@@ -169,6 +214,7 @@ class Executor:
         run.thread.start()
 
     def _finished(self, run: AttemptRun) -> None:
+        self.unwatch_disk(run.attempt_id)
         with self._lock:
             if self._runs.get(run.attempt_id) is run:
                 del self._runs[run.attempt_id]

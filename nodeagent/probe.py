@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 from pathlib import Path
 
 import psutil
@@ -142,26 +143,61 @@ class GpuProbe:
             return []
 
 
+# --- disk --------------------------------------------------------------------------------------
+DISK_QUANTUM = 1 << 28  # free space is reported in 256 MiB steps so that every write does not move the offer
+
+
+def free_disk_bytes(path: Path | str | None) -> int | None:
+    """Free space of the file system holding `path` (Docker's data root), None when it cannot be read here
+    (an agent in a container without the data root mounted)."""
+    if not path:
+        return None
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return None
+    return free - free % DISK_QUANTUM
+
+
 # --- Docker ------------------------------------------------------------------------------------
-def docker_version(timeout: float = 5) -> str | None:
-    """The engine's version, or None when no Docker engine answers."""
+def docker_facts(timeout: float = 5) -> tuple[str | None, str | None]:
+    """The engine's version and data root, or (None, None) when no Docker engine answers."""
     try:
         import docker
 
         client = docker.from_env(timeout=timeout)
         try:
-            return str(client.version().get("Version", ""))[:64]
+            version = str(client.version().get("Version", ""))[:64]
+            root = str(client.info().get("DockerRootDir") or "") or None
+            return version, root
         finally:
             client.close()
     except Exception:  # noqa: BLE001 - any failure means no usable engine
-        return None
+        return None, None
+
+
+def docker_version(timeout: float = 5) -> str | None:
+    """The engine's version, or None when no Docker engine answers."""
+    return docker_facts(timeout)[0]
 
 
 class Probe:
     def __init__(self, *, gpu_probe: GpuProbe | None = None, cgroup_root: Path = CGROUP_ROOT) -> None:
         self.gpu_probe = gpu_probe or GpuProbe()
         self.cgroup_root = cgroup_root
-        self.docker = docker_version()
+        self.docker, self.docker_root = docker_facts()
+        self._disk_warned = False
+
+    def disk_bytes(self) -> int | None:
+        free = free_disk_bytes(self.docker_root)
+        if free is None and self.docker and not self._disk_warned:
+            log.warning(
+                "cannot read free space of Docker's data root %s: disk is not reported unless "
+                "EULER_NODE_MAX_DISK_BYTES is set (or mount the data root into the agent, read-only)",
+                self.docker_root,
+            )
+            self._disk_warned = True
+        return free
 
     def resources(self) -> protocol.Resources:
         return protocol.Resources(
@@ -169,4 +205,5 @@ class Probe:
             memory_bytes=memory_bytes(self.cgroup_root),
             gpus=self.gpu_probe.gpus(),
             docker_version=self.docker or "",
+            disk_bytes=self.disk_bytes(),
         )

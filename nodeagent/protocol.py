@@ -57,6 +57,14 @@ class Resources(Strict):
     memory_bytes: int = Field(ge=0)
     gpus: list[GpuInfo] = Field(default_factory=list, max_length=64)
     docker_version: Annotated[str, StringConstraints(max_length=64)] = ""
+    # Free space of Docker's data root (plus what this node's jobs already wrote), capped by the lender;
+    # None: unknown (the data root cannot be read from the agent and no cap is set).
+    disk_bytes: int | None = Field(default=None, ge=0)
+    capped: list[Literal["cpu", "memory", "disk", "gpus"]] = Field(default_factory=list, max_length=4)
+    # The job network policy the agent enforces ("" from agents older than the policy), and why networked
+    # jobs are refused when its rules could not be installed.
+    job_egress: Literal["", "public", "none", "unrestricted"] = ""
+    job_egress_error: Annotated[str, StringConstraints(max_length=500)] = ""
 
 
 # --- enroll ---------------------------------------------------------------------------------
@@ -120,6 +128,9 @@ class Assignment(Lenient):
     gpu_uuids: list[str] = Field(default_factory=list)
     timeout_seconds: int
     pids_limit: int = 512
+    disk_bytes: int = 0  # writable layer and anything else the job writes on the node; 0: not limited
+    # "default": the node's egress policy; "none" (and anything else, whatever a server sends): loopback only.
+    network: Annotated[str, StringConstraints(max_length=16)] = "default"
 
 
 class PollRequest(Strict):
@@ -131,7 +142,7 @@ class PollReply(Lenient):
     commands: list[Command] = Field(default_factory=list)
 
 
-ExitReason = Literal["exited", "oom", "timeout", "image_pull_failed", "start_failed", "cancelled", "lost"]
+ExitReason = Literal["exited", "oom", "timeout", "image_pull_failed", "start_failed", "cancelled", "lost", "disk_limit"]
 
 
 class AttemptReport(Strict):

@@ -30,8 +30,20 @@ def local_node_env(*, port: int | str, state_dir: Path, name: str, token: str | 
         "DOCKER_TLS_VERIFY",
         "EULER_LOG_LEVEL",
         "EULER_NODE_LABELS",
+        # The lender's settings, for trying them on the local node.
+        "EULER_NODE_MAX_CPU_MILLI",
+        "EULER_NODE_MAX_MEMORY_BYTES",
+        "EULER_NODE_MAX_DISK_BYTES",
+        "EULER_NODE_GPUS",
+        "EULER_NODE_JOB_EGRESS",
+        "EULER_NODE_JOB_ALLOWED_NETWORKS",
     )
     env = {k: os.environ[k] for k in keep if k in os.environ}
+    if "EULER_NODE_JOB_EGRESS" not in env and hasattr(os, "geteuid") and os.geteuid() != 0:
+        # Egress rules need root (iptables); without them the agent would refuse every networked job. On the
+        # developer's own machine, say so and run jobs unrestricted (the node shows it) rather than break them.
+        env["EULER_NODE_JOB_EGRESS"] = "unrestricted"
+        _say("local node: not root, so no egress rules: jobs' network is unrestricted (run as root for the policy)")
     env.update(
         EULER_CONTROL_PLANE_URL=f"http://127.0.0.1:{port}",
         EULER_NODE_NAME=name,

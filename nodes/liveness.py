@@ -83,6 +83,10 @@ def _heartbeat_fields(hb: protocol.Heartbeat, now) -> dict:
         "gpus": [g.model_dump() for g in res.gpus],
         "docker_version": res.docker_version,
         "agent_version": hb.agent_version,
+        "disk_bytes": res.disk_bytes,
+        "capped": list(res.capped),
+        "job_egress": res.job_egress,
+        "job_egress_error": res.job_egress_error,
     }
 
 
@@ -130,6 +134,8 @@ def _fast_heartbeat(lookup: str, known: Node, hb: protocol.Heartbeat) -> protoco
     capacity_changed = (
         known.cpu_milli != fields["cpu_milli"]
         or known.memory_bytes != fields["memory_bytes"]
+        or known.disk_bytes != fields["disk_bytes"]
+        or known.job_egress_error != fields["job_egress_error"]
         or policy.gpu_identity(known.gpus) != policy.gpu_identity(fields["gpus"])
     )
     node = copy.copy(known)
@@ -163,6 +169,8 @@ def node_heartbeat(*, node: Node, hb: protocol.Heartbeat) -> protocol.HeartbeatR
     capacity_changed = (
         node.cpu_milli != res.cpu_milli
         or node.memory_bytes != res.memory_bytes
+        or node.disk_bytes != res.disk_bytes
+        or node.job_egress_error != res.job_egress_error
         or policy.gpu_identity(node.gpus) != policy.gpu_identity(gpus)
     )
     if gpus_moved or came_back:

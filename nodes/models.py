@@ -54,9 +54,17 @@ class Node(models.Model):
     memory_bytes = models.BigIntegerField(default=0)
     gpus = models.JSONField(default=list, blank=True)  # list of protocol.GpuInfo dicts, live figures included
     gpu_fingerprint = models.CharField(max_length=64, blank=True, default="")  # pinned at approval
+    # Free space of Docker's data root, capped by the lender; null: not reported (an older agent), not counted.
+    disk_bytes = models.BigIntegerField(null=True, blank=True, default=None)
+    capped = models.JSONField(default=list, blank=True)  # what the lender's caps lowered: cpu, memory, disk, gpus
+    # The job network policy the agent enforces (public | none | unrestricted; "" from an older agent) and, when
+    # its rules could not be installed, why it refuses networked jobs.
+    job_egress = models.CharField(max_length=16, blank=True, default="")
+    job_egress_error = models.CharField(max_length=500, blank=True, default="")
     # Kept by the scheduler (jobs app) as it places and frees attempts; shown as free capacity.
     allocated_cpu_milli = models.BigIntegerField(default=0)
     allocated_memory_bytes = models.BigIntegerField(default=0)
+    allocated_disk_bytes = models.BigIntegerField(default=0)
     allocated_gpus = models.JSONField(default=list, blank=True)  # GPU UUIDs in use
     # The node credential (euler_node_…): a lookup prefix in clear and the SHA-256 of the whole secret.
     credential_lookup = models.CharField(max_length=16, unique=True, null=True, blank=True)

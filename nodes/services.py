@@ -107,6 +107,10 @@ def _resources_fields(res: protocol.Resources) -> dict:
         "memory_bytes": res.memory_bytes,
         "gpus": [g.model_dump() for g in res.gpus],
         "docker_version": res.docker_version,
+        "disk_bytes": res.disk_bytes,
+        "capped": list(res.capped),
+        "job_egress": res.job_egress,
+        "job_egress_error": res.job_egress_error,
     }
 
 

@@ -55,6 +55,8 @@ _OPENAPI = {
     "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
     "cpu_milli": OpenApiTypes.INT,
     "memory_bytes": OpenApiTypes.INT,
+    "disk_bytes": OpenApiTypes.INT,
+    "network": {"type": "string", "enum": ["default", "none"]},
     "gpu_count": OpenApiTypes.INT,
     "timeout_seconds": OpenApiTypes.INT,
     "max_retries": OpenApiTypes.INT,
@@ -74,7 +76,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         model = Attempt
         fields = [
             "id", "number", "node", "state", "exit_code", "reason", "message", "gpu_uuids", "cpu_milli",
-            "memory_bytes", "created_at", "started_at", "ended_at", "log_bytes", "log_truncated",
+            "memory_bytes", "disk_bytes", "created_at", "started_at", "ended_at", "log_bytes", "log_truncated",
         ]  # fmt: skip
 
 
@@ -92,8 +94,8 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "state", "image", "command", "cpu_milli", "memory_bytes", "gpu_count",
-            "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
+            "id", "name", "state", "image", "command", "cpu_milli", "memory_bytes", "disk_bytes",
+            "network", "gpu_count", "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
             "min_trust", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
             "priority",

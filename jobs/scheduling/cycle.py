@@ -55,6 +55,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
     snaps, stored = [], {}
     fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
     fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
+    fields += ("disk_bytes", "allocated_disk_bytes")
     for row in Node.objects.values(*fields, "allocated_gpus"):
         snaps.append(
             NodeSnapshot(
@@ -70,6 +71,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 draining=row["draining"],
                 cpu_milli=row["cpu_milli"],
                 memory_bytes=row["memory_bytes"],
+                disk_bytes=row["disk_bytes"],
                 gpu_uuids=tuple(g["uuid"] for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0))),
             )
         )
@@ -77,6 +79,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
             row["allocated_cpu_milli"],
             row["allocated_memory_bytes"],
             sorted(row["allocated_gpus"] or []),
+            row["allocated_disk_bytes"],
         )
     return snaps, stored
 
@@ -84,10 +87,10 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
 def with_usage(nodes: list[NodeSnapshot]) -> list[NodeSnapshot]:
     """The nodes with what their active attempts hold now, summed from the attempts (never from a counter)."""
     used = {
-        row["node_id"]: (row["cpu"] or 0, row["mem"] or 0)
+        row["node_id"]: (row["cpu"] or 0, row["mem"] or 0, row["disk"] or 0)
         for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, node__isnull=False)
         .values("node_id")
-        .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"))
+        .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"), disk=Sum("disk_bytes"))
     }
     gpus: dict[int, set[str]] = {}
     for node_id, uuids in Attempt.objects.filter(
@@ -97,8 +100,14 @@ def with_usage(nodes: list[NodeSnapshot]) -> list[NodeSnapshot]:
     out = []
     for node in nodes:
         if node.id in used or node.id in gpus:
-            cpu, mem = used.get(node.id, (0, 0))
-            node = replace(node, used_cpu_milli=cpu, used_memory_bytes=mem, used_gpus=frozenset(gpus.get(node.id, ())))
+            cpu, mem, disk = used.get(node.id, (0, 0, 0))
+            node = replace(
+                node,
+                used_cpu_milli=cpu,
+                used_memory_bytes=mem,
+                used_disk_bytes=disk,
+                used_gpus=frozenset(gpus.get(node.id, ())),
+            )
         out.append(node)
     return out
 
@@ -115,6 +124,7 @@ def job_snapshot(job: Job) -> JobSnapshot:
         cpu_milli=job.cpu_milli,
         memory_bytes=job.memory_bytes,
         gpu_count=job.gpu_count,
+        disk_bytes=job.disk_bytes,
         queued_at=job.queued_at.timestamp(),
         region=job.region,
         node_selector=frozenset((str(k), str(v)) for k, v in (job.node_selector or {}).items()),
@@ -219,8 +229,13 @@ def _refresh_counters(nodes: list[NodeSnapshot], stored: dict[int, tuple], added
 
     changed = []
     for node in nodes:
-        cpu, mem, uuids = added.get(node.id, (0, 0, ()))
-        want = (node.used_cpu_milli + cpu, node.used_memory_bytes + mem, sorted(node.used_gpus.union(uuids)))
+        cpu, mem, uuids, disk = added.get(node.id, (0, 0, (), 0))
+        want = (
+            node.used_cpu_milli + cpu,
+            node.used_memory_bytes + mem,
+            sorted(node.used_gpus.union(uuids)),
+            node.used_disk_bytes + disk,
+        )
         if stored.get(node.id) != want:
             changed.append((node.id, *want))
             stored[node.id] = want
@@ -228,8 +243,8 @@ def _refresh_counters(nodes: list[NodeSnapshot], stored: dict[int, tuple], added
         with connection.cursor() as cur:
             cur.executemany(
                 f"UPDATE {Node._meta.db_table} SET allocated_cpu_milli = %s, allocated_memory_bytes = %s, "
-                "allocated_gpus = %s WHERE id = %s",
-                [(cpu, mem, json.dumps(uuids), node_id) for node_id, cpu, mem, uuids in changed],
+                "allocated_gpus = %s, allocated_disk_bytes = %s WHERE id = %s",
+                [(cpu, mem, json.dumps(uuids), disk, node_id) for node_id, cpu, mem, uuids, disk in changed],
             )
 
 
@@ -279,15 +294,17 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
                 node_name=names[p.node_id],
                 cpu_milli=job.cpu_milli,
                 memory_bytes=job.memory_bytes,
+                disk_bytes=job.disk_bytes,
                 gpu_uuids=list(p.gpu_uuids),
                 state=AttemptState.ASSIGNED,
                 deadline_at=datetime.fromtimestamp(deadline + settings.EULER_JOB_START_GRACE, tz=now.tzinfo),
             )
         )
-        e = added.setdefault(p.node_id, [0, 0, set()])
+        e = added.setdefault(p.node_id, [0, 0, set(), 0])
         e[0] += job.cpu_milli
         e[1] += job.memory_bytes
         e[2].update(p.gpu_uuids)
+        e[3] += job.disk_bytes
     if placed_jobs:
         transitions.assign_many(placed_jobs, attempts, now=now)
     by_reason: dict[str, list[int]] = {}

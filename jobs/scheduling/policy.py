@@ -1,7 +1,7 @@
 """The scheduling policy: a pure function from frozen snapshots to placements (no Django, no clock).
 
 Filters, in the order pending reasons count them: approval, online, draining, pool and ownership,
-`min_trust`, env (platform nodes only), region, `node_selector`, whole free GPUs, free CPU and memory; plus
+`min_trust`, env (platform nodes only), region, `node_selector`, whole free GPUs, free CPU, memory and disk; plus
 the project's concurrency quota and retry backoff on the job side. Score: capacity left after the
 placement (spread); CPU-only jobs use nodes without GPUs while one fits.
 
@@ -38,6 +38,7 @@ from jobs.scheduling.snapshots import (
 )
 
 GIB = 1024**3
+UNLIMITED = 1 << 62
 GPU_WEIGHT = 8.0  # a free GPU counts like 8 cores in the spread score
 
 REASON_BACKOFF = "waiting for retry backoff"
@@ -129,17 +130,18 @@ class _Class:
         self.has_gpu = bool(rep.gpu_uuids)
         self.members: list[int] = []
         self.entries: list[tuple] = []
-        self.too_big: list[tuple[int, int, int]] = []  # shapes that found no room here this pass
-        self.explained: dict[tuple[int, int, int], dict[str, int]] = {}
-        self.totals: set[tuple[int, int, int]] | None = None
+        self.too_big: list[tuple[int, int, int, int]] = []  # shapes that found no room here this pass
+        self.explained: dict[tuple[int, int, int, int], dict[str, int]] = {}
+        self.totals: set[tuple[int, int, int, int]] | None = None
 
 
 class _Reservation:
-    __slots__ = ("job", "cpu", "mem", "gpus")
+    __slots__ = ("job", "cpu", "mem", "gpus", "disk")
 
     def __init__(self, job: JobSnapshot) -> None:
         self.job = job
         self.cpu, self.mem, self.gpus = job.cpu_milli, job.memory_bytes, job.gpu_count
+        self.disk = job.disk_bytes
 
 
 class _State:
@@ -149,6 +151,8 @@ class _State:
         self.nodes = nodes
         self.cpu = cpu = [n.cpu_milli - n.used_cpu_milli for n in nodes]
         self.mem = mem = [n.memory_bytes - n.used_memory_bytes for n in nodes]
+        # Disk counts like memory; a node that does not report disk is not limited by it.
+        self.disk = [UNLIMITED if n.disk_bytes is None else n.disk_bytes - n.used_disk_bytes for n in nodes]
         none: list[str] = []  # shared by nodes without GPUs: only ever sliced by zero
         self.gpus = gpus = [
             ([u for u in n.gpu_uuids if u not in n.used_gpus] if n.used_gpus else list(n.gpu_uuids))
@@ -190,10 +194,15 @@ class _State:
             found = self.eligible[key] = (plain, gpu)
         return found
 
-    def fits(self, i: int, shape: tuple[int, int, int]) -> bool:
-        return self.cpu[i] >= shape[0] and self.mem[i] >= shape[1] and len(self.gpus[i]) >= shape[2]
+    def fits(self, i: int, shape: tuple[int, int, int, int]) -> bool:
+        return (
+            self.cpu[i] >= shape[0]
+            and self.mem[i] >= shape[1]
+            and len(self.gpus[i]) >= shape[2]
+            and self.disk[i] >= shape[3]
+        )
 
-    def allowed(self, i: int, shape: tuple[int, int, int]) -> bool:
+    def allowed(self, i: int, shape: tuple[int, int, int, int]) -> bool:
         """Whether taking `shape` on node i leaves what its reservation needs of every resource it takes.
 
         Monotone in the shape, like fits(): the too-big shortcut stays exact on reserved nodes.
@@ -205,6 +214,7 @@ class _State:
             (not shape[0] or self.cpu[i] - shape[0] >= r.cpu)
             and (not shape[1] or self.mem[i] - shape[1] >= r.mem)
             and (not shape[2] or len(self.gpus[i]) - shape[2] >= r.gpus)
+            and (not shape[3] or self.disk[i] - shape[3] >= r.disk)
         )
 
     def reservable(self, classes: list[_Class], job: JobSnapshot) -> int | None:
@@ -216,7 +226,9 @@ class _State:
                 node = self.nodes[i]
                 if i in self.reserved or node.cpu_milli < job.cpu_milli or node.memory_bytes < job.memory_bytes:
                     continue
-                if len(node.gpu_uuids) < job.gpu_count:
+                if len(node.gpu_uuids) < job.gpu_count or (
+                    node.disk_bytes is not None and node.disk_bytes < job.disk_bytes
+                ):
                     continue
                 short = (
                     max(0, job.cpu_milli - self.cpu[i]) / 1000
@@ -228,10 +240,10 @@ class _State:
                     best, found = key, i
         return found
 
-    def best_in(self, cls: _Class, shape: tuple[int, int, int]) -> tuple | None:
+    def best_in(self, cls: _Class, shape: tuple[int, int, int, int]) -> tuple | None:
         """The class's highest-scoring node with room for `shape` (left in the heap), or None."""
-        for c, m, g in cls.too_big:
-            if c <= shape[0] and m <= shape[1] and g <= shape[2]:
+        for c, m, g, d in cls.too_big:
+            if c <= shape[0] and m <= shape[1] and g <= shape[2] and d <= shape[3]:
                 return None
         entries, aside, found = cls.entries, [], None
         while entries:
@@ -250,7 +262,7 @@ class _State:
         return found
 
     def take(self, classes: list[_Class], job: JobSnapshot) -> int | None:
-        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
+        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
         best = None
         for cls in classes:
             entry = self.best_in(cls, shape)
@@ -260,7 +272,7 @@ class _State:
 
     def capacity_counts(self, cls: _Class, job: JobSnapshot) -> dict[str, int]:
         """How many of the class's nodes each capacity filter removes (cached per shape within the pass)."""
-        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
+        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
         found = cls.explained.get(shape)
         if found is None:
             found = {}
@@ -276,6 +288,7 @@ class _State:
     def place(self, i: int, job: JobSnapshot) -> tuple[str, ...]:
         self.cpu[i] -= job.cpu_milli
         self.mem[i] -= job.memory_bytes
+        self.disk[i] -= job.disk_bytes
         taken = tuple(self.gpus[i][: job.gpu_count])
         del self.gpus[i][: job.gpu_count]
         self.version[i] += 1
@@ -290,6 +303,8 @@ def _capacity_reject(state: _State, i: int, job: JobSnapshot) -> str | None:
         return "cpu"
     if state.mem[i] < job.memory_bytes:
         return "memory"
+    if state.disk[i] < job.disk_bytes:
+        return "disk"
     return None
 
 
@@ -311,9 +326,10 @@ def explain(state: _State, job: JobSnapshot) -> str:
     phrases = dict(_PHRASES)
     phrases["cpu"] = f"lack {job.cpu_milli} free millicores"
     phrases["memory"] = f"lack {job.memory_bytes} free memory bytes"
+    phrases["disk"] = f"lack {job.disk_bytes} free disk bytes"
     phrases["gpus"] = f"lack {job.gpu_count} free GPU{'s' if job.gpu_count != 1 else ''}"
     phrases["busy"] = "were filled earlier in this pass"
-    order = [*_STATIC, "gpus", "cpu", "memory", "busy"]
+    order = [*_STATIC, "gpus", "cpu", "memory", "disk", "busy"]
     parts = [f"{counts[name]} {phrases[name]}" for name in order if counts.get(name)]
     return "no node fits: " + ", ".join(parts)
 
@@ -322,9 +338,18 @@ def _fits_once_free(state: _State, cls: _Class, job: JobSnapshot) -> bool:
     """Whether some node of the class has the totals for the job (it fits once that node's running jobs end)."""
     if cls.totals is None:  # the distinct node sizes in the class: few, whatever the number of nodes
         cls.totals = {
-            (state.nodes[i].cpu_milli, state.nodes[i].memory_bytes, len(state.nodes[i].gpu_uuids)) for i in cls.members
+            (
+                state.nodes[i].cpu_milli,
+                state.nodes[i].memory_bytes,
+                len(state.nodes[i].gpu_uuids),
+                UNLIMITED if state.nodes[i].disk_bytes is None else state.nodes[i].disk_bytes,
+            )
+            for i in cls.members
         }
-    return any(c >= job.cpu_milli and m >= job.memory_bytes and g >= job.gpu_count for c, m, g in cls.totals)
+    return any(
+        c >= job.cpu_milli and m >= job.memory_bytes and g >= job.gpu_count and d >= job.disk_bytes
+        for c, m, g, d in cls.totals
+    )
 
 
 class _Fair:
@@ -414,7 +439,7 @@ def _reserve(
 
 def _blocking_reservations(state: _State, job: JobSnapshot, reserve_after: float | None) -> str | None:
     """ "node X reserved for an older job" when the job found no room but would fit where a reservation holds."""
-    shape = (job.cpu_milli, job.memory_bytes, job.gpu_count)
+    shape = (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
     names, older = [], True
     for i, r in sorted(state.reserved.items()):
         if r.job.id != job.id and state.fits(i, shape) and _static_reject(state.nodes[i], job) is None:
@@ -482,7 +507,7 @@ def place(
                 break
             mine = reservations.get(job.id) if reservations else None
             if mine is not None:
-                i = mine if state.fits(mine, (job.cpu_milli, job.memory_bytes, job.gpu_count)) else None
+                i = mine if state.fits(mine, (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)) else None
                 if i is None:
                     pending[job.id] = f"reserved node {state.nodes[mine].name}: waiting for its running jobs to end"
                     continue
@@ -497,7 +522,7 @@ def place(
                 if blocked is not None:
                     pending[job.id] = blocked
                     continue
-                shape = (_key(job), job.cpu_milli, job.memory_bytes, job.gpu_count)
+                shape = (_key(job), job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
                 if shape not in explained:
                     plain, gpu = state.classes_for(job)
                     later = any(_fits_once_free(state, cls, job) for cls in (*plain, *gpu))

@@ -25,9 +25,11 @@ class NodeSnapshot:
     draining: bool = False
     cpu_milli: int = 0  # totals
     memory_bytes: int = 0
+    disk_bytes: int | None = None  # None: the node does not report disk (an older agent); not counted
     gpu_uuids: tuple[str, ...] = ()  # in device index order
     used_cpu_milli: int = 0  # held by active attempts
     used_memory_bytes: int = 0
+    used_disk_bytes: int = 0
     used_gpus: frozenset[str] = frozenset()
 
 
@@ -38,6 +40,7 @@ class JobSnapshot:
     cpu_milli: int
     memory_bytes: int
     gpu_count: int = 0
+    disk_bytes: int = 0
     queued_at: float = 0.0  # order key: earlier first, then id
     region: str = ""
     node_selector: frozenset[tuple[str, str]] = frozenset()

@@ -100,3 +100,16 @@ def test_a_plain_member_sees_members_but_cannot_invite(browser_client, project, 
     assert "olivia" in body and 'id="invite-create"' not in body
     assert browser_client.post("/members/", {"role": "owner"}).status_code == 403
     assert not Invitation.objects.exists()
+
+
+def test_the_nodes_page_shows_disk_the_lenders_caps_and_the_job_network(signed_in, project):
+    from nodes.models import Node
+
+    common = dict(owner_project=project, approval="approved", online=True, cpu_milli=2000, memory_bytes=4 << 30)
+    Node.objects.create(name="capped", disk_bytes=50 << 30, capped=["cpu", "disk"], job_egress="public", **common)
+    Node.objects.create(name="open", job_egress="unrestricted", **common)
+    Node.objects.create(name="broken", job_egress="public", job_egress_error="iptables: Permission denied", **common)
+    body = signed_in.get("/nodes/").content.decode()
+    assert "capped by the lender: cpu, disk" in body and "0.0 / 50.0 GiB" in body
+    assert "unrestricted egress" in body and "internet only" in body
+    assert "refuses networked jobs" in body and "iptables: Permission denied" in body

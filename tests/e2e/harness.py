@@ -171,6 +171,8 @@ class Platform:
             EULER_NODE_HTTP_ALLOWED_NETWORKS="127.0.0.0/8,::1/128",
             EULER_DATA_DIR=str(self.tmp / "data"),
             PYTHONUNBUFFERED="1",
+            # Test jobs write next to nothing: a CI runner with less than the 10 GiB default free still places them.
+            EULER_JOB_DEFAULT_DISK_BYTES=str(256 << 20),
         )
         env.pop("DATABASE_URL_FILE", None)
         env.pop("REDIS_URL_FILE", None)
@@ -309,6 +311,24 @@ class Platform:
             out.append(f"===== {proc.name} (pid {proc.popen.pid if proc.popen else '-'}) =====\n" + "\n".join(text))
         return "\n".join(out)
 
+    def _remove_job_networks(self) -> None:
+        """The job networks and egress rules of this platform's agents (one stopped mid-job keeps them)."""
+        if not self.agents:
+            return
+        try:
+            import docker
+
+            from nodeagent.egress import remove_leftovers
+
+            client = docker.from_env()
+        except Exception:  # noqa: BLE001 - no engine: nothing was created
+            return
+        try:
+            for name in self.agents:
+                remove_leftovers(client, node_name=name)
+        finally:
+            client.close()
+
     def stop(self) -> None:
         for proc in reversed(list(self.procs.values())):
             proc.signal(signal.SIGTERM)
@@ -320,6 +340,7 @@ class Platform:
                 proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
+        self._remove_job_networks()
         if self._redis is not None:
             self._redis.stop(timeout=5)
             self._redis = None

@@ -24,6 +24,14 @@ def test_it_submits_a_queued_job_with_defaults(api):
     assert "env" not in body and body["has_env"] is False
 
 
+def test_disk_bytes_defaults_to_the_setting_and_network_to_the_nodes_policy(api, settings):
+    settings.EULER_JOB_DEFAULT_DISK_BYTES = 3 << 30
+    body = api.post("/api/v1/jobs", seed_body(), format="json").json()
+    assert body["disk_bytes"] == 3 << 30 and body["network"] == "default"
+    body = api.post("/api/v1/jobs", seed_body(disk_bytes=64 << 20, network="none"), format="json").json()
+    assert body["disk_bytes"] == 64 << 20 and body["network"] == "none"
+
+
 def test_env_is_write_only_and_encrypted_at_rest(api):
     r = api.post("/api/v1/jobs", seed_body(env={"TOKEN": "s3cret-value"}), format="json")
     assert r.status_code == 201
@@ -61,6 +69,10 @@ def test_each_forbidden_container_option_is_refused(api, option):
         ("cpu_milli", "1000", "invalid_cpu"),
         ("cpu_milli", True, "invalid_cpu"),
         ("memory_bytes", 4 * 1024 * 1024 - 1, "invalid_memory"),
+        ("disk_bytes", 4 * 1024 * 1024 - 1, "invalid_disk"),
+        ("disk_bytes", "10G", "invalid_disk"),
+        ("network", "host", "invalid_network"),
+        ("network", "bridge", "invalid_network"),
         ("gpu_count", 9, "invalid_gpu_count"),
         ("gpu_count", -1, "invalid_gpu_count"),
         ("timeout_seconds", 0, "invalid_timeout"),

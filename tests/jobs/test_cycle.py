@@ -105,3 +105,15 @@ def test_a_submit_places_the_job_once_its_transaction_commits(submit, make_node,
     with django_capture_on_commit_callbacks(execute=True):
         job = submit()
     assert Job.objects.get(pk=job["id"]).state == "assigned"
+
+
+def test_disk_is_held_by_placements_and_named_in_the_pending_reason(submit, make_node, schedule):
+    from nodes.models import Node
+
+    node = make_node(disk_bytes=25 * 1024**3)
+    first, second, third = (submit(disk_bytes=10 * 1024**3) for _ in range(3))
+    schedule()
+    assert Job.objects.get(pk=first["id"]).current_attempt.disk_bytes == 10 * 1024**3
+    assert Job.objects.get(pk=second["id"]).state == "assigned"
+    assert Job.objects.get(pk=third["id"]).pending_reason == f"no node fits: 1 lack {10 * 1024**3} free disk bytes"
+    assert Node.objects.get(pk=node.pk).allocated_disk_bytes == 20 * 1024**3

@@ -240,3 +240,20 @@ def test_nodes_differing_only_in_labels_no_job_names_are_filtered_alike():
     assert plan.pending[4] == "no node fits: 3 lack 1000 free millicores"
     picky = policy.place([job(1, node_selector=frozenset({("host", "h2")}))], nodes, now=0)
     assert placed(picky) == {1: 2}
+
+
+def test_disk_counts_like_memory_and_the_pending_reason_names_it():
+    nodes = [node(1, disk_bytes=5 * GIB), node(2, disk_bytes=20 * GIB, used_disk_bytes=15 * GIB)]
+    plan = policy.place([job(1, disk_bytes=10 * GIB)], nodes, now=0)
+    assert plan.placements == ()
+    assert plan.pending[1] == f"no node fits: 2 lack {10 * GIB} free disk bytes"
+
+
+def test_placements_use_up_a_nodes_disk():
+    plan = policy.place([job(i, disk_bytes=10 * GIB) for i in (1, 2, 3)], [node(1, disk_bytes=25 * GIB)], now=0)
+    assert placed(plan) == {1: 1, 2: 1}
+    assert plan.pending[3] == f"no node fits: 1 lack {10 * GIB} free disk bytes"
+
+
+def test_a_node_that_does_not_report_disk_is_not_limited_by_it():
+    assert placed(policy.place([job(1, disk_bytes=10 * GIB)], [node(1)], now=0)) == {1: 1}

@@ -79,3 +79,29 @@ def test_a_revoked_credential_stops_the_daemon_with_78(live_server, tmp_path, to
     node_revoke_credential(node=Node.objects.get(name="d1"))
     d.heartbeat_loop()  # returns once the refusal stops the daemon
     assert d.stop.is_set() and "re-enroll" in d.fatal
+
+
+class MachineProbe:
+    docker = "20.10"
+
+    def resources(self):
+        gpus = [protocol.GpuInfo(uuid=f"GPU-{i}", index=i, model="A10", memory_bytes=24 << 30) for i in range(2)]
+        return protocol.Resources(cpu_milli=16000, memory_bytes=64 << 30, disk_bytes=900 << 30, gpus=gpus)
+
+
+def test_a_capped_node_offers_its_caps_in_the_api(live_server, tmp_path, project, api):
+    from nodeagent.offer import Caps
+    from nodes.services import enrollment_token_create
+
+    _, secret = enrollment_token_create(project=project)
+    caps = Caps(cpu_milli=2000, memory_bytes=4 << 30, disk_bytes=50 << 30, gpus=("GPU-1",))
+    config = AgentConfig(
+        url=live_server.url, name="lent", state_dir=tmp_path / "st", enrollment_token=secret, caps=caps
+    )
+    d = daemon_mod.Daemon(config, probe=MachineProbe(), executor=RecordingExecutor())
+    d.enroll()
+    d.heartbeat_once()
+    node = api.get("/api/v1/nodes").json()["own"][0]
+    assert (node["cpu_milli"], node["memory_bytes"], node["disk_bytes"]) == (2000, 4 << 30, 50 << 30)
+    assert [g["uuid"] for g in node["gpus"]] == ["GPU-1"]
+    assert node["capped"] == ["cpu", "memory", "disk", "gpus"]

@@ -37,6 +37,7 @@ def test_it_builds_exactly_the_whitelisted_kwargs():
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "detach": True,
+        "network_mode": "none",
     }
 
 
@@ -88,3 +89,20 @@ def test_it_never_goes_below_the_minimum_memory_or_one_milli_cpu():
     kwargs = containers.create_kwargs(assignment(memory_bytes=1, cpu_milli=0), node_name="n1")
     assert kwargs["mem_limit"] == kwargs["memswap_limit"] == 4 * 1024 * 1024
     assert kwargs["nano_cpus"] == 1_000_000
+
+
+def test_a_default_network_job_joins_the_agents_bridge_and_anything_else_gets_no_network():
+    assert (
+        containers.create_kwargs(assignment(), node_name="n1", network="euler-n1-ab")["network_mode"] == "euler-n1-ab"
+    )
+    none = assignment(network="none")
+    assert containers.create_kwargs(none, node_name="n1", network="euler-n1-ab")["network_mode"] == "none"
+    host = assignment(network="host")
+    assert containers.create_kwargs(host, node_name="n1", network="euler-n1-ab")["network_mode"] == "none"
+    assert containers.create_kwargs(assignment(), node_name="n1", network=None)["network_mode"] == "none"
+
+
+def test_disk_bytes_becomes_a_storage_quota_only_where_the_driver_enforces_one():
+    a = assignment(disk_bytes=1 << 30)
+    assert "storage_opt" not in containers.create_kwargs(a, node_name="n1")
+    assert containers.create_kwargs(a, node_name="n1", disk_quota=True)["storage_opt"] == {"size": str(1 << 30)}

@@ -1,0 +1,377 @@
+"""The jobs' network: a bridge this agent creates and owns, and the egress rules it installs for that bridge.
+
+Pure core: `plan()` turns the lender's policy into iptables/ip6tables argv (with the check that makes each
+idempotent). Thin shell: `Egress` creates the bridge network and applies the plan at start.
+
+Policy `public` (the default): the internet is reachable; the host itself (INPUT) and private, CGNAT,
+link-local (cloud metadata), multicast, reserved and ULA destinations (DOCKER-USER, or FORWARD where
+ip6tables has no DOCKER-USER) are rejected, except the host's DNS resolvers on port 53 (Docker's embedded DNS
+forwards a job's queries to them from the job's own network namespace) and the CIDRs the lender allows.
+Every name carries this agent's instance id, so two agents on one engine never touch each other's bridge,
+chains or jumps, and no other chain or network is ever changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from docker import errors as derrors
+
+from nodeagent import protocol
+from nodeagent.offer import EGRESS_NONE, EGRESS_PUBLIC, EGRESS_UNRESTRICTED, NetworkPolicy
+
+log = logging.getLogger("euler.nodeagent.egress")
+
+BLOCKED_V4 = (
+    "0.0.0.0/8",  # "this network"
+    "10.0.0.0/8",
+    "100.64.0.0/10",  # CGNAT (Alibaba's metadata 100.100.100.200 lives here)
+    "127.0.0.0/8",
+    "169.254.0.0/16",  # link-local: cloud metadata at 169.254.169.254
+    "172.16.0.0/12",
+    "192.0.0.0/24",  # IETF protocol assignments
+    "192.168.0.0/16",
+    "198.18.0.0/15",  # benchmarking
+    "224.0.0.0/4",  # multicast
+    "240.0.0.0/4",  # reserved, broadcast
+)
+BLOCKED_V6 = (
+    "::/128",
+    "::1/128",
+    "::ffff:0:0/96",  # IPv4-mapped
+    "64:ff9b::/96",  # NAT64
+    "100::/64",  # discard
+    "2002::/16",  # 6to4 (embeds any IPv4 address)
+    "fc00::/7",  # unique local
+    "fe80::/10",  # link-local
+    "ff00::/8",  # multicast
+)
+LABEL_EGRESS_OWNER = "euler.egress-owner"
+SETUP_WAIT_SECONDS = 60.0
+VERIFY_EVERY_SECONDS = 30.0
+
+
+class Step(NamedTuple):
+    """Run `argv` unless `unless` (a check) succeeds; without `unless`, run it always."""
+
+    argv: list[str]
+    unless: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Names:
+    network: str  # the Docker network
+    bridge: str  # its Linux bridge (at most 15 characters)
+    forward: str  # chain for forwarded traffic from the bridge
+    host: str  # chain for traffic from the bridge to the host itself
+
+
+def instance_id(*, url: str, node_name: str, state_dir: Path | str) -> str:
+    """Stable for one agent (control plane, node, state dir); different for a second agent on the same engine."""
+    seed = f"{url}\n{node_name}\n{Path(state_dir).expanduser().resolve()}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:10]
+
+
+def names_for(instance: str, node_name: str) -> Names:
+    return Names(
+        network=f"euler-{node_name[:40]}-{instance}",
+        bridge=f"eu-{instance}",
+        forward=f"EULER-{instance}-FWD",
+        host=f"EULER-{instance}-IN",
+    )
+
+
+def dns_servers(resolv_conf: str, fallback_conf: str = "") -> list[str]:
+    """The resolvers Docker's embedded DNS forwards to: the host's, without loopback ones (Docker drops them
+    too and, when nothing is left, uses systemd-resolved's upstream file, then Google's public servers)."""
+
+    def parse(text: str) -> list[str]:
+        found = []
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0] == "nameserver":
+                try:
+                    address = ipaddress.ip_address(parts[1].split("%")[0])
+                except ValueError:
+                    continue
+                if not address.is_loopback:
+                    found.append(str(address))
+        return found
+
+    return parse(resolv_conf) or parse(fallback_conf)
+
+
+def _family(cidrs, version: int) -> list[str]:
+    return [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == version]
+
+
+def plan(policy: NetworkPolicy, names: Names, *, dns: list[str], v6_forward_parent: str = "DOCKER-USER") -> list[Step]:
+    """Every iptables and ip6tables command that puts the policy in place for this agent's bridge, in order.
+
+    Chains are created if missing and flushed, their rules appended, and the jumps to them inserted first in
+    DOCKER-USER (forwarded traffic) and INPUT (traffic to the host) unless already there.
+    """
+    steps: list[Step] = []
+    for binary, version, blocked, forward_parent in (
+        ("iptables", 4, BLOCKED_V4, "DOCKER-USER"),
+        ("ip6tables", 6, BLOCKED_V6, v6_forward_parent),
+    ):
+        allowed = _family(policy.allowed, version)
+        resolvers = _family(dns, version)
+        established = ["-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "RETURN"]
+        dns_rules = [
+            ["-d", ns, "-p", proto, "--dport", "53", "-j", "RETURN"] for ns in resolvers for proto in ("udp", "tcp")
+        ]
+        forward = [established, *dns_rules, *(["-d", c, "-j", "RETURN"] for c in allowed)]
+        forward += [["-d", c, "-j", "REJECT"] for c in blocked]
+        host = [established, *dns_rules, ["-j", "REJECT"]]  # the host itself: nothing but its resolvers
+        for chain, rules in ((names.forward, forward), (names.host, host)):
+            steps.append(Step([binary, "-w", "-N", chain], unless=[binary, "-w", "-S", chain]))
+            steps.append(Step([binary, "-w", "-F", chain]))
+            steps += [Step([binary, "-w", "-A", chain, *rule]) for rule in rules]
+        for parent, chain in ((forward_parent, names.forward), ("INPUT", names.host)):
+            jump = ["-i", names.bridge, "-j", chain]
+            steps.append(Step([binary, "-w", "-I", parent, "1", *jump], unless=[binary, "-w", "-C", parent, *jump]))
+    return steps
+
+
+def removal(names: Names, *, v6_forward_parent: str = "DOCKER-USER") -> list[list[str]]:
+    """The commands that take this agent's jumps and chains away (each may fail when already gone)."""
+    argvs = []
+    for binary, forward_parent in (("iptables", "DOCKER-USER"), ("ip6tables", v6_forward_parent)):
+        for parent, chain in ((forward_parent, names.forward), ("INPUT", names.host)):
+            argvs.append([binary, "-w", "-D", parent, "-i", names.bridge, "-j", chain])
+        for chain in (names.forward, names.host):
+            argvs += [[binary, "-w", "-F", chain], [binary, "-w", "-X", chain]]
+    return argvs
+
+
+def names_from_owner(network: str, owner: str) -> Names:
+    """The names of an existing job network from its owner label (the bridge name)."""
+    instance = owner.removeprefix("eu-")
+    return Names(network=network, bridge=owner, forward=f"EULER-{instance}-FWD", host=f"EULER-{instance}-IN")
+
+
+# --- the shell --------------------------------------------------------------------------------
+Runner = Callable[[list[str]], subprocess.CompletedProcess]
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+
+
+class Egress:
+    """The agent's job network. `network_name` is None when jobs get no network (policy `none`);
+    `error` says why networked jobs are refused (the rules could not be installed)."""
+
+    def __init__(
+        self,
+        *,
+        policy: NetworkPolicy,
+        names: Names,
+        docker_client,
+        run: Runner = _run,
+        resolv_conf: Path = Path("/etc/resolv.conf"),
+        resolv_fallback: Path = Path("/run/systemd/resolve/resolv.conf"),
+    ):
+        self.policy = policy
+        self.names = names
+        self.docker = docker_client
+        self.run = run
+        self.resolv_conf = resolv_conf
+        self.resolv_fallback = resolv_fallback
+        self.network_name: str | None = None
+        self.error = ""
+        self.ready = threading.Event()
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        """`setup()` in the background, so that heartbeats (and adopted jobs) do not wait for iptables; a new
+        networked job waits for it in `refuse_reason()`."""
+        threading.Thread(target=self._keep, daemon=True, name="euler-egress").start()
+
+    def _keep(self) -> None:
+        self.setup()
+        while not self._stopped.wait(VERIFY_EVERY_SECONDS):
+            try:
+                self.verify()
+            except Exception:  # noqa: BLE001 - checked again next time
+                log.exception("checking the egress rules failed")
+
+    def verify(self) -> bool:
+        """Network and rules still in place (`docker network prune`, a firewall reload or `iptables -F` may have
+        removed them)? Put back if not, which also clears an earlier failure. True when they are in place."""
+        if self.policy.egress != EGRESS_PUBLIC or self.network_name is None:
+            return True
+        parent = self._v6_forward_parent()
+        steps = plan(self.policy, self.names, dns=self.dns(), v6_forward_parent=parent)
+        expected: dict[tuple[str, str], int] = {}
+        for step in steps:
+            if step.argv[2] == "-A":
+                key = (step.argv[0], step.argv[3])
+                expected[key] = expected.get(key, 0) + 1
+        intact = all(self.run(s.unless).returncode == 0 for s in steps if s.argv[2] == "-I")
+        for (binary, chain), count in expected.items():
+            listed = self.run([binary, "-w", "-S", chain])
+            rules = sum(1 for line in listed.stdout.splitlines() if line.startswith("-A "))
+            intact = intact and listed.returncode == 0 and rules == count
+        if intact and not self.error:
+            self._ensure_network()
+            return True
+        if not self.error:
+            log.warning(
+                "the egress rules of bridge %s were changed from outside: installing them again", self.names.bridge
+            )
+        try:
+            self._ensure_network()
+            self.install()
+        except Exception as exc:  # noqa: BLE001 - networked jobs are refused until a later check succeeds
+            error = f"egress rules could not be installed: {exc}"[:500]
+            if error != self.error:
+                log.error("%s", error)
+            self.error = error
+            return False
+        if self.error:
+            log.info("egress rules installed again; networked jobs run")
+        self.error = ""
+        return True
+
+    def status(self) -> tuple[str, str]:
+        return self.policy.egress, self.error[:500]
+
+    def refuse_reason(self) -> str | None:
+        if not self.ready.wait(SETUP_WAIT_SECONDS):
+            return "this node refuses networked jobs: its egress rules are still being installed"
+        return f"this node refuses networked jobs: {self.error}" if self.error else None
+
+    def _v6_forward_parent(self) -> str:
+        return "DOCKER-USER" if self.run(["ip6tables", "-w", "-S", "DOCKER-USER"]).returncode == 0 else "FORWARD"
+
+    def setup(self) -> None:
+        """At start, idempotent: the bridge network, then the rules (or, for `unrestricted`, none of ours)."""
+        try:
+            self._setup()
+        except Exception as exc:  # noqa: BLE001 - whatever broke, networked jobs are refused saying why
+            self.error = f"egress setup failed: {exc}"[:500]
+            log.exception("egress setup failed")
+        finally:
+            self.ready.set()
+
+    def _setup(self) -> None:
+        if self.policy.egress == EGRESS_NONE:
+            self.network_name = None
+            log.info("job egress: none (every job gets loopback only)")
+            return
+        try:
+            self._ensure_network()
+        except Exception as exc:  # noqa: BLE001 - any engine failure: no networked jobs, and the node says why
+            self.error = f"could not create the job network {self.names.network}: {exc}"
+            log.error("%s", self.error)
+            return
+        self.network_name = self.names.network
+        if self.policy.egress == EGRESS_UNRESTRICTED:
+            self._remove_rules()
+            log.warning("job egress: unrestricted (EULER_NODE_JOB_EGRESS); jobs reach the host and its networks")
+            return
+        try:
+            self.install()
+        except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
+            self.error = f"egress rules could not be installed: {exc}"[:500]
+            log.error("%s", self.error)
+            return
+        self.error = ""
+        log.info("job egress: public, on bridge %s (network %s)", self.names.bridge, self.names.network)
+
+    def dns(self) -> list[str]:
+        def read(path: Path) -> str:
+            try:
+                return path.read_text()
+            except OSError:
+                return ""
+
+        return dns_servers(read(self.resolv_conf), read(self.resolv_fallback))
+
+    def install(self) -> None:
+        parent = self._v6_forward_parent()
+        for step in plan(self.policy, self.names, dns=self.dns(), v6_forward_parent=parent):
+            if step.unless is not None and self.run(step.unless).returncode == 0:
+                continue
+            done = self.run(step.argv)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(step.argv)}: {(done.stderr or done.stdout).strip()[:300]}")
+
+    def _remove_rules(self) -> None:
+        parent = self._v6_forward_parent()
+        for argv in removal(self.names, v6_forward_parent=parent):
+            if argv[2] == "-D":  # a jump inserted twice (by hand) is removed to the last
+                while self.run(argv).returncode == 0:
+                    pass
+            else:
+                self.run(argv)
+
+    def _ensure_network(self) -> None:
+        found = [n for n in self.docker.networks.list(names=[self.names.network]) if n.name == self.names.network]
+        if found:
+            return
+        self.docker.networks.create(
+            self.names.network,
+            driver="bridge",
+            options={
+                "com.docker.network.bridge.name": self.names.bridge,
+                "com.docker.network.bridge.enable_icc": "false",  # jobs on this node never reach each other
+            },
+            labels={protocol.LABEL_MANAGED: "true", LABEL_EGRESS_OWNER: self.names.bridge},
+            check_duplicate=True,
+        )
+
+    def release(self) -> bool:
+        """On a clean stop: remove the network and then the rules, unless a container still uses the network
+        (a job the next start adopts): then both stay. True when nothing of this agent's is left."""
+        self._stopped.set()
+        if self.policy.egress == EGRESS_NONE or not self.ready.wait(SETUP_WAIT_SECONDS):
+            return True
+        try:
+            for n in self.docker.networks.list(names=[self.names.network]):
+                if n.name == self.names.network:
+                    n.remove()
+        except derrors.NotFound:
+            pass
+        except derrors.APIError as exc:
+            log.info("keeping the job network and its rules: %s", exc.explanation or exc)
+            return False
+        self._remove_rules()
+        return True
+
+    def teardown(self) -> None:
+        """Remove this agent's rules and network whatever uses it (tests)."""
+        self._stopped.set()
+        self._remove_rules()
+        for n in self.docker.networks.list(names=[self.names.network]):
+            if n.name == self.names.network:
+                n.remove()
+
+
+def remove_leftovers(docker_client, *, node_name: str) -> list[str]:
+    """Remove every job network (and its rules) that an agent for `node_name` left on this engine, e.g. one
+    killed or stopped mid-job for good; returns the networks removed. Containers on them must be gone."""
+    removed = []
+    for n in docker_client.networks.list(filters={"label": LABEL_EGRESS_OWNER}):
+        owner = (n.attrs.get("Labels") or {}).get(LABEL_EGRESS_OWNER, "")
+        if not owner.startswith("eu-") or n.name != f"euler-{node_name[:40]}-{owner.removeprefix('eu-')}":
+            continue
+        try:
+            Egress(
+                policy=NetworkPolicy(), names=names_from_owner(n.name, owner), docker_client=docker_client
+            ).teardown()
+            removed.append(n.name)
+        except derrors.APIError as exc:
+            log.warning("could not remove job network %s: %s", n.name, exc.explanation or exc)
+    return removed
