@@ -167,3 +167,35 @@ async def test_a_console_session_may_read_its_projects_job(owner, running):
     assert (await ws.connect())[0]
     assert [m["seq"] for m in await receive_all(ws, 2)] == [0, 1]
     await ws.disconnect()
+
+
+def bare_socket(job, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
+    return WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/logs/", headers=[(b"host", b"localhost"), *headers])
+
+
+async def test_an_api_key_handshake_needs_no_origin(api_key, running):
+    """Scripts and CLIs send no Origin; a browser cannot set X-Euler-API-Key, so there is nothing to hijack."""
+    job, _ = running
+    ws = bare_socket(job, [(b"x-euler-api-key", api_key.encode())])
+    assert (await ws.connect())[0]
+    assert [m["seq"] for m in await receive_all(ws, 2)] == [0, 1]
+    await ws.disconnect()
+
+
+async def test_a_bad_key_without_origin_is_still_refused(running):
+    job, _ = running
+    assert not (await bare_socket(job, [(b"x-euler-api-key", b"euler_pk_wrong")]).connect())[0]
+
+
+async def test_a_session_handshake_keeps_the_origin_check(owner, running):
+    from django.test import Client
+
+    job, _ = running
+    client = Client()
+    await sync_to_async(client.force_login)(owner)
+    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    assert not (await bare_socket(job, [cookie]).connect())[0]  # no Origin
+    assert not (await bare_socket(job, [cookie, (b"origin", b"http://evil.example")]).connect())[0]
+    ws = bare_socket(job, [cookie, (b"origin", b"http://localhost")])
+    assert (await ws.connect())[0]
+    await ws.disconnect()
