@@ -199,3 +199,14 @@ async def test_a_session_handshake_keeps_the_origin_check(owner, running):
     ws = bare_socket(job, [cookie, (b"origin", b"http://localhost")])
     assert (await ws.connect())[0]
     await ws.disconnect()
+
+
+async def test_a_move_that_is_not_an_end_is_sent_as_a_state_message(api_key, running):
+    job, _ = running
+    ws = socket(job, api_key)
+    await ws.connect()
+    await receive_all(ws, 2)
+    await get_channel_layer().group_send(f"jobs.{job.pk}", {"type": "job.state", "state": "queued", "terminal": False})
+    assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "queued"}
+    await end(job, "cancelled")
+    assert await ws.receive_json_from(timeout=10) == {"type": "end", "state": "cancelled"}
