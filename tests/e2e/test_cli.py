@@ -4,6 +4,7 @@ agent and the real Docker engine) shared by every test of this module."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import signal
@@ -114,7 +115,10 @@ def site(django_db_setup, django_db_blocker, docker_engine, tmp_path_factory):
 
     with django_db_blocker.unblock():
         # A web restart must not look like a dead node (FAST's 3 s would make the job's attempt lost).
-        platform = Platform(tmp_path_factory.mktemp("cli"), env={**FAST, "EULER_NODE_OFFLINE_AFTER": "60"})
+        platform = Platform(
+            tmp_path_factory.mktemp("cli"),
+            env={**FAST, "EULER_NODE_OFFLINE_AFTER": "60", "EULER_AGENT_ALLOWED_NETWORKS": "127.0.0.0/8"},
+        )
         name = f"cli-{uuid.uuid4().hex[:6]}"
         try:
             platform.start()
@@ -260,3 +264,70 @@ def test_version_needs_no_server(site):
     result = site.euler("--version", env={"PATH": os.environ.get("PATH", "")})
     assert result.returncode == 0 and result.stdout.startswith("euler ")
     assert httpx.get(site.platform.url + "/healthz").status_code == 200
+
+
+def test_keys_create_list_revoke_and_a_revoked_key_stops_working(site):
+    created = site.euler("keys", "create", "--label", "cli-test")
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip()
+    assert secret.startswith("euler_pk_") and "only time" in created.stderr
+    listed = site.euler("keys", "list", "--json")
+    key_id = next(k["id"] for k in json.loads(listed.stdout) if k["label"] == "cli-test")
+    assert site.euler("jobs", "list", env=site.env(EULER_API_KEY=secret)).returncode == 0
+    assert site.euler("keys", "revoke", key_id).returncode == 0
+    refused = site.euler("jobs", "list", env=site.env(EULER_API_KEY=secret))
+    assert refused.returncode == 77 and "invalid_api_key" in refused.stderr
+
+
+def test_usage_and_nodes_show_the_project(site):
+    usage = site.euler("usage")
+    assert usage.returncode == 0, usage.stderr
+    assert "CPU" in usage.stdout and "API keys" in usage.stdout
+    nodes = site.euler("nodes")
+    assert nodes.returncode == 0, nodes.stderr
+    assert "Public pool: 1 of 1 nodes online" in nodes.stdout
+    token = site.euler("nodes", "token", "--ttl", "1h", "--region", "lab")
+    assert token.returncode == 0, token.stderr
+    assert token.stdout.startswith("euler_enroll_") and "./euler-node" in token.stderr
+
+
+@pytest.fixture
+def sse_agent():
+    """A tiny upstream agent on loopback: /health, and /events answering two server-sent events."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.startswith("/events"):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for data in ("one", "two"):
+                    self.wfile.write(f"data: {data}\n\n".encode())
+                    self.wfile.flush()
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_agents_add_invoke_with_sse_and_remove(site, sse_agent):
+    added = site.euler("agents", "add", "echo", "--url", sse_agent)
+    assert added.returncode == 0, added.stderr
+    listed = site.euler("agents", "list")
+    assert listed.returncode == 0 and "echo" in listed.stdout
+    invoked = site.euler("agents", "invoke", "echo", "events")
+    assert invoked.returncode == 0, invoked.stderr
+    assert invoked.stdout == "one\ntwo\n"
+    assert site.euler("agents", "remove", "echo").returncode == 0
+    missing = site.euler("agents", "show", "echo")
+    assert missing.returncode == 1 and "not_found" in missing.stderr
