@@ -5,6 +5,8 @@ Names are imported lazily so that `euler --version` (and any command that does n
 
 from __future__ import annotations
 
+import sys
+
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -34,3 +36,25 @@ def __getattr__(name: str):
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def _defer_httpx_cli() -> None:
+    """httpx's __init__ imports its own command line (click, rich, pygments: most of its import time) whenever
+    those are installed, as they are beside us. We never use it: register a stand-in that loads the real one
+    only if someone calls it."""
+    if "httpx" in sys.modules or "httpx._main" in sys.modules:
+        return
+    import types
+
+    def main(*args, **kwargs):
+        import importlib
+
+        sys.modules.pop("httpx._main", None)
+        return importlib.import_module("httpx._main").main(*args, **kwargs)
+
+    stub = types.ModuleType("httpx._main")
+    stub.main = main
+    sys.modules["httpx._main"] = stub
+
+
+_defer_httpx_cli()
