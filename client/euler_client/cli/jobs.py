@@ -102,6 +102,8 @@ def run(state, job_file, name, cpu, memory, gpus, disk, timeout, retries, retry_
         network=network,
     )  # fmt: skip
     client = state.client()
+    if not detach and not as_json:
+        _import_in_background("websockets.sync.client")  # needed right after the submit: overlap the two
     job = client.jobs.submit(body)
     if detach:
         emit_json(job) if as_json else click.echo(job["id"])
@@ -111,6 +113,13 @@ def run(state, job_file, name, cpu, memory, gpus, disk, timeout, retries, retry_
         emit_json(ended)
         return exit_status(ended)[0]
     return Attach(client, job, quiet=quiet).run()
+
+
+def _import_in_background(name: str) -> None:
+    import importlib
+    import threading
+
+    threading.Thread(target=importlib.import_module, args=(name,), daemon=True).start()
 
 
 class Attach:
@@ -175,6 +184,8 @@ class Attach:
                 stream = err if message["stream"] == "stderr" else out
                 stream.write(message["data"].encode("utf-8", "replace"))
                 stream.flush()
+            elif self.quiet and kind in ("connected", "state"):
+                continue  # progress is only shown: no need to read the job
             elif kind == "connected" or (kind == "state" and message.get("state") != "queued"):
                 self.announce(self.client.jobs.get(self.job_id))  # after subscribing: no move falls between
                 self.pending_read_at = time.monotonic()
@@ -185,7 +196,7 @@ class Attach:
                 self.say(f"job {self.job_id}: attempt {message.get('attempt')} started")
             elif kind == "end":
                 break
-            elif message is None and self.shown[:1] == ("queued",):
+            elif message is None and not self.quiet and self.shown[:1] == ("queued",):
                 if time.monotonic() - self.pending_read_at >= PENDING_REFRESH_S:
                     self.pending_read_at = time.monotonic()
                     self.announce(self.client.jobs.get(self.job_id))
