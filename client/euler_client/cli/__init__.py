@@ -34,6 +34,9 @@ def run(args: list[str]) -> int:
     try:
         result = cli.main(args=args, prog_name="euler", standalone_mode=False)
         return result if isinstance(result, int) else 0
+    except click.exceptions.NoArgsIsHelpError as exc:  # `euler`, `euler jobs`: the help, as click would
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        return EXIT_USAGE
     except click.exceptions.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         return fail(exc.format_message() + hint, EXIT_USAGE)
