@@ -331,3 +331,14 @@ def test_agents_add_invoke_with_sse_and_remove(site, sse_agent):
     assert site.euler("agents", "remove", "echo").returncode == 0
     missing = site.euler("agents", "show", "echo")
     assert missing.returncode == 1 and "not_found" in missing.stderr
+
+
+def test_run_shows_why_a_job_waits_and_ctrl_c_cancels_it_while_queued(site):
+    run = site.start("run", "--label", "zone=nowhere", *SMALL, IMAGE, "--", "true")
+    try:
+        run.wait_line("err", "queued: ")  # the scheduler's pending reason, e.g. "no node fits: 1 lacks the labels"
+        run.popen.send_signal(signal.SIGINT)
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 125 and out == "" and "cancelled" in err, err
