@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+CLIENT_STAMP := $(VENV)/.client-installed
 
 .PHONY: up test lint format clean-data
 
@@ -11,10 +12,16 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
 
-up: $(STAMP)
+# The `euler` CLI (client/, its own package), editable so that .venv/bin/euler runs the working tree
+# ("compat": a plain path entry, cheaper at every start-up than the import hook of the default mode).
+$(CLIENT_STAMP): $(STAMP) client/pyproject.toml
+	$(PY) -m pip install -q --disable-pip-version-check -e ./client --config-settings editable_mode=compat
+	@touch $(CLIENT_STAMP)
+
+up: $(STAMP) $(CLIENT_STAMP)
 	$(PY) -m euler.up
 
-test: $(STAMP)
+test: $(STAMP) $(CLIENT_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -14,14 +14,13 @@ from gateway.asgi import route_invoke  # noqa: E402
 django_asgi = route_invoke(django_asgi)  # agent invoke calls skip the middleware chain (see gateway/asgi.py)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from euler.routing import websocket_urlpatterns  # noqa: E402
-from euler.wsauth import ApiKeyOrSessionMiddleware  # noqa: E402
+from euler.wsauth import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi,
-        "websocket": AllowedHostsOriginValidator(ApiKeyOrSessionMiddleware(URLRouter(websocket_urlpatterns))),
+        "websocket": websocket_application(URLRouter(websocket_urlpatterns)),
     }
 )

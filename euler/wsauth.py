@@ -1,9 +1,16 @@
-"""Websocket authentication: the console session, or X-Euler-API-Key on the handshake."""
+"""Websocket authentication: the console session, or X-Euler-API-Key on the handshake.
+
+The Origin check guards against cross-site websocket hijacking, which only threatens cookie-authenticated
+browsers. A browser cannot set a custom header on a websocket handshake, so a handshake that carries
+`X-Euler-API-Key` is not a browser riding on a cookie: it needs no Origin (scripts and CLIs send none).
+A handshake without the header is authenticated by the session cookie and keeps the origin check.
+"""
 
 from __future__ import annotations
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
+from channels.security.websocket import AllowedHostsOriginValidator
 
 from euler.ratelimit import RateLimited
 
@@ -42,3 +49,25 @@ class ApiKeyOrSessionMiddleware:
                 scope["euler_api_key"] = True
                 break
         return await self.inner(scope, receive, send)
+
+
+def _has_api_key(scope) -> bool:
+    return any(name == b"x-euler-api-key" for name, _ in scope.get("headers", []))
+
+
+class OriginCheckedUnlessApiKey:
+    """Applies the allowed-hosts Origin check to cookie handshakes only (see the module docstring)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.checked = AllowedHostsOriginValidator(inner)
+
+    async def __call__(self, scope, receive, send):
+        if _has_api_key(scope):
+            return await self.inner(scope, receive, send)
+        return await self.checked(scope, receive, send)
+
+
+def websocket_application(inner):
+    """The websocket stack: Origin check for cookie handshakes, then API key or session authentication."""
+    return OriginCheckedUnlessApiKey(ApiKeyOrSessionMiddleware(inner))

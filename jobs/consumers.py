@@ -1,7 +1,8 @@
 """WebSocket `/ws/jobs/{id}/logs/`: the backlog of the job's latest attempt, then live chunks, then `end`.
 
 Messages: `{"type": "log", "attempt": N, "seq": S, "stream": "stdout"|"stderr", "data": "..."}` in seq order,
-each seq once; `{"type": "attempt", "attempt": N}` when a retry starts a new attempt; `{"type": "end",
+each seq once; `{"type": "attempt", "attempt": N}` when a retry starts a new attempt; `{"type": "state",
+"state": ...}` when the job moves to a state that is not an end (queued, assigned, running); `{"type": "end",
 "state": ...}` when the job ends (then the server closes). `?after_seq=S&attempt=N` resumes after a reconnect.
 The database is the source of truth: a live message that skips a seq makes the consumer read the gap.
 """
@@ -137,9 +138,13 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
             await self._catch_up(upto=seq)
 
     async def job_state(self, message):
-        if message.get("terminal") and not self.ended:
+        if self.ended:
+            return
+        if message.get("terminal"):
             await self._catch_up()
             await self._end(message.get("state", ""))
+        else:  # progress for clients such as `euler run` (queued → assigned → running), without polling
+            await self.send_json({"type": "state", "state": message.get("state", "")})
 
     async def _end(self, state: str) -> None:
         self.ended = True

@@ -167,3 +167,46 @@ async def test_a_console_session_may_read_its_projects_job(owner, running):
     assert (await ws.connect())[0]
     assert [m["seq"] for m in await receive_all(ws, 2)] == [0, 1]
     await ws.disconnect()
+
+
+def bare_socket(job, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
+    return WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/logs/", headers=[(b"host", b"localhost"), *headers])
+
+
+async def test_an_api_key_handshake_needs_no_origin(api_key, running):
+    """Scripts and CLIs send no Origin; a browser cannot set X-Euler-API-Key, so there is nothing to hijack."""
+    job, _ = running
+    ws = bare_socket(job, [(b"x-euler-api-key", api_key.encode())])
+    assert (await ws.connect())[0]
+    assert [m["seq"] for m in await receive_all(ws, 2)] == [0, 1]
+    await ws.disconnect()
+
+
+async def test_a_bad_key_without_origin_is_still_refused(running):
+    job, _ = running
+    assert not (await bare_socket(job, [(b"x-euler-api-key", b"euler_pk_wrong")]).connect())[0]
+
+
+async def test_a_session_handshake_keeps_the_origin_check(owner, running):
+    from django.test import Client
+
+    job, _ = running
+    client = Client()
+    await sync_to_async(client.force_login)(owner)
+    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    assert not (await bare_socket(job, [cookie]).connect())[0]  # no Origin
+    assert not (await bare_socket(job, [cookie, (b"origin", b"http://evil.example")]).connect())[0]
+    ws = bare_socket(job, [cookie, (b"origin", b"http://localhost")])
+    assert (await ws.connect())[0]
+    await ws.disconnect()
+
+
+async def test_a_move_that_is_not_an_end_is_sent_as_a_state_message(api_key, running):
+    job, _ = running
+    ws = socket(job, api_key)
+    await ws.connect()
+    await receive_all(ws, 2)
+    await get_channel_layer().group_send(f"jobs.{job.pk}", {"type": "job.state", "state": "queued", "terminal": False})
+    assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "queued"}
+    await end(job, "cancelled")
+    assert await ws.receive_json_from(timeout=10) == {"type": "end", "state": "cancelled"}

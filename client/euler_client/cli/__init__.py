@@ -1,0 +1,77 @@
+"""The `euler` command: `main()` runs it, turns every error into one line on stderr and an exit status."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from euler_client import __version__
+
+
+def main(argv: list[str] | None = None) -> None:
+    status = run(sys.argv[1:] if argv is None else argv)
+    if argv is not None:
+        sys.exit(status)
+    # The console script: everything is written (files by os.write and os.replace, streams flushed here), so
+    # skip the interpreter's teardown of every imported module, which costs more than some commands take.
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        status = status or 141
+    os._exit(status)
+
+
+def run(args: list[str]) -> int:
+    if args in (["--version"], ["-V"]):  # the fast path: no CLI framework, no HTTP library
+        print(f"euler {__version__}")
+        return 0
+    import click
+
+    from euler_client.cli.commands import cli
+    from euler_client.errors import EXIT_INTERRUPTED, EXIT_USAGE, EulerError
+
+    try:
+        result = cli.main(args=args, prog_name="euler", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except click.exceptions.NoArgsIsHelpError as exc:  # `euler`, `euler jobs`: the help, as click would
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        return EXIT_USAGE
+    except click.exceptions.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        return fail(exc.format_message() + hint, EXIT_USAGE)
+    except click.exceptions.Abort:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except click.exceptions.ClickException as exc:
+        return fail(exc.format_message(), exc.exit_code or 1)
+    except EulerError as exc:
+        code = f" [{exc.code}]" if exc.status else ""
+        return fail(f"{exc.message}{code}", exc.exit_code)
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback (EULER_DEBUG=1 shows it)
+        if os.environ.get("EULER_DEBUG"):
+            raise
+        return fail(f"unexpected {type(exc).__name__}: {exc} (EULER_DEBUG=1 shows the traceback)", 1)
+
+
+def fail(message: str, status: int) -> int:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    sys.stderr.write(f"euler: error: {' '.join(str(message).split())}\n")
+    sys.stderr.flush()
+    return status
+
+
+def _silence_stdout() -> None:
+    """After the reader of our stdout went away: no second error when Python flushes it at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass

@@ -1,0 +1,165 @@
+"""Pure parsers for what people type (`500m`, `1.5`, `256Mi`, `1h30m`, `k=v`) and the job body they build.
+
+No validation the server already does: these only turn text into the API's units; the server decides
+whether the amounts are allowed and answers with its own code when not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from decimal import Decimal, InvalidOperation
+
+
+class ParseError(ValueError):
+    """A value that cannot be read; the message says what was expected."""
+
+
+def _decimal(text: str) -> Decimal | None:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
+
+
+def parse_cpu(text: str) -> int:
+    """CPU in millicores: `500m` → 500, `1.5` → 1500, `2` → 2000."""
+    raw = str(text).strip()
+    milli = raw.endswith("m")
+    value = _decimal(raw[:-1] if milli else raw)
+    if value is None or value <= 0:
+        raise ParseError(f"{text!r} is not a CPU amount (e.g. 0.5, 2 or 500m)")
+    result = value if milli else value * 1000
+    if result != result.to_integral_value():
+        raise ParseError(f"{text!r} is finer than a millicore (e.g. 0.5, 2 or 500m)")
+    return int(result)
+
+
+_BYTE_UNITS = {
+    "": 1,
+    "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+}  # fmt: skip
+_BYTES = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKMGTP]i?)?B?\s*$")
+
+
+def parse_bytes(text: str) -> int:
+    """Bytes, Kubernetes style: `256Mi`, `1Gi`, `1.5Gi`, `500M` (decimal), `1048576`; a trailing B is allowed."""
+    match = _BYTES.match(str(text))
+    if not match:
+        raise ParseError(f"{text!r} is not a size (e.g. 256Mi, 1Gi, 10G)")
+    number, unit = match.group(1), match.group(2) or ""
+    value = Decimal(number) * _BYTE_UNITS[unit]
+    if value <= 0 or value != value.to_integral_value():
+        raise ParseError(f"{text!r} is not a whole, positive number of bytes (e.g. 256Mi, 1Gi)")
+    return int(value)
+
+
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds: `300`, `90s`, `5m`, `1h`, `1h30m`, `2d`; a bare number is seconds."""
+    raw = str(text).strip()
+    if raw.isdigit():
+        seconds = int(raw)
+    else:
+        match = _DURATION.match(raw)
+        if not raw or not match:
+            raise ParseError(f"{text!r} is not a duration (e.g. 300, 5m, 1h30m)")
+        d, h, m, s = (int(g or 0) for g in match.groups())
+        seconds = ((d * 24 + h) * 60 + m) * 60 + s
+    if seconds <= 0:
+        raise ParseError(f"{text!r} is not a positive duration")
+    return seconds
+
+
+def parse_pair(text: str, *, sep: str = "=", what: str = "KEY=VALUE") -> tuple[str, str]:
+    key, found, value = str(text).partition(sep)
+    if not found or not key.strip():
+        raise ParseError(f"{text!r} is not {what}")
+    return key.strip(), value
+
+
+def parse_env(items: list[str] | tuple[str, ...], environ: dict | None = None) -> dict[str, str]:
+    """`--env K=V`, or `--env K` to pass K's value from this shell (as `docker run -e K` does)."""
+    environ = os.environ if environ is None else environ
+    env: dict[str, str] = {}
+    for item in items:
+        if "=" in item:
+            key, value = parse_pair(item)
+        elif item and item in environ:
+            key, value = item, environ[item]
+        else:
+            raise ParseError(f"{item!r} is not KEY=VALUE and is not set in this shell")
+        env[key] = value
+    return env
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """A dotenv file: `KEY=VALUE` lines, `#` comments, blank lines, optional `export ` and quotes."""
+    env: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, found, value = line.partition("=")
+        if not found or not key.strip():
+            raise ParseError(f"line {number} is not KEY=VALUE")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        env[key.strip()] = value
+    return env
+
+
+def parse_labels(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    return dict(parse_pair(item, what="k=v") for item in items)
+
+
+def parse_list(text: str | None) -> list[str]:
+    """`lost,failed` → ["lost", "failed"]."""
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def default_name(image: str) -> str:
+    """A job name from its image: `registry:5000/team/trainer:1.2` → `trainer`."""
+    last = image.split("@", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    return last.split(":", 1)[0] or "job"
+
+
+# What `euler run` asks for when neither the flags nor the job file say (the API requires these fields).
+RUN_DEFAULTS = {"cpu_milli": 500, "memory_bytes": 256 * 2**20, "timeout_seconds": 3600}
+
+
+def job_body(*, file_body: dict | None = None, image: str | None = None, command: list[str] | None = None,
+             **options) -> dict:  # fmt: skip
+    """The POST /api/v1/jobs body: the job file's fields, overridden by the flags given (None = not given),
+    then RUN_DEFAULTS for required amounts still missing and a name from the image."""
+    body = dict(file_body or {})
+    if image:
+        body["image"] = image
+    if command:
+        body["command"] = list(command)
+    body.update({key: value for key, value in options.items() if value is not None and value != {} and value != []})
+    for key, value in RUN_DEFAULTS.items():
+        body.setdefault(key, value)
+    if "name" not in body and isinstance(body.get("image"), str):
+        body["name"] = default_name(body["image"])
+    return body
+
+
+def exit_status(job: dict) -> tuple[int, str]:
+    """How `euler run`/`wait` exit for an ended job: its exit code, or 125 and the reason it has none."""
+    state, reason, code = job.get("state"), job.get("reason") or "", job.get("exit_code")
+    if state == "succeeded":
+        return (code or 0), ""
+    if code is not None and reason in ("exited", ""):
+        return int(code), ""
+    why = reason or state or "unknown"
+    attempts = job.get("attempts") or [{}]
+    detail = " ".join(str(attempts[-1].get("message") or "").split())
+    return 125, f"job {job.get('id')} {state}: {why}" + (f" ({detail})" if detail else "")
