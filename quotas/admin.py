@@ -21,6 +21,17 @@ class ProjectAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug"]
     inlines = [QuotaInline, MembershipInline]
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and "weight" in form.changed_data:  # the fair-share weight is part of the project's quota
+            audit.record(
+                "quota.changed",
+                project=obj.pk,
+                target=f"project:{obj}",
+                details={"weight": obj.weight},
+                by=request.user,
+            )
+
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)
         if formset.model is Quota:

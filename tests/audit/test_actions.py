@@ -271,6 +271,7 @@ def test_quota_changed_in_the_projects_admin_page(project, owner, make_user, cli
     form = {
         "name": project.name,
         "slug": project.slug,
+        "weight": project.weight,
         "quota-TOTAL_FORMS": "1",
         "quota-INITIAL_FORMS": "1",
         "quota-MIN_NUM_FORMS": "0",
@@ -295,3 +296,9 @@ def test_quota_changed_in_the_projects_admin_page(project, owner, make_user, cli
     assert response.status_code == 302, response.content.decode()[:3000]
     event = last("quota.changed")
     assert (event.actor, event.project_id, event.details) == ("user:root", project.pk, {"invocations": 7})
+
+    form["weight"] = 2.5
+    response = client.post(f"/admin/quotas/project/{project.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    event = last("quota.changed")
+    assert (event.actor, event.project_id, event.details) == ("user:root", project.pk, {"weight": 2.5})
