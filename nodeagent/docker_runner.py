@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import docker
+import requests
 from docker import errors as derrors
 from docker.models.containers import _create_container_args
 
@@ -23,6 +24,14 @@ class RunnerError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message[:2000]
+
+
+class ContainerGone(Exception):
+    """The container no longer exists."""
+
+
+class RunnerUnavailable(Exception):
+    """The Docker engine did not answer (restarting, socket closed)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,11 @@ class ContainerState:
     def finished(self) -> bool:
         return self.status in {"exited", "dead"}
 
+    @property
+    def removing(self) -> bool:
+        """`docker rm -f` from someone else: killed, then removed (the engine shows `removing` in between)."""
+        return self.status == "removing"
+
 
 def _state(attrs: dict) -> ContainerState:
     st = attrs.get("State") or {}
@@ -51,7 +65,7 @@ def _state(attrs: dict) -> ContainerState:
     return ContainerState(
         container_id=attrs["Id"],
         status=status,
-        exit_code=st.get("ExitCode") if status in {"exited", "dead"} else None,
+        exit_code=st.get("ExitCode") if status in {"exited", "dead", "removing"} else None,
         oom_killed=bool(st.get("OOMKilled")),
         labels=(attrs.get("Config") or {}).get("Labels") or {},
     )
@@ -140,13 +154,21 @@ class DockerRunner:
         return LogStream(self.client.api, container_id)
 
     def wait(self, container_id: str) -> int:
-        return int(self.client.api.wait(container_id)["StatusCode"])
+        """Block until the container stops; its exit code as the engine recorded it."""
+        try:
+            return int(self.client.api.wait(container_id, timeout=None)["StatusCode"])
+        except derrors.NotFound:
+            raise ContainerGone(container_id) from None
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout, derrors.APIError) as exc:
+            raise RunnerUnavailable(str(exc)) from None
 
     def inspect(self, container_id: str) -> ContainerState | None:
         try:
             return _state(self.client.api.inspect_container(container_id))
         except derrors.NotFound:
             return None
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            raise RunnerUnavailable(str(exc)) from None
 
     def stop(self, container_id: str, *, grace: int = STOP_GRACE_SECONDS) -> None:
         """SIGTERM, `grace` seconds, then SIGKILL (Docker's stop)."""
