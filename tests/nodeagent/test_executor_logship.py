@@ -244,7 +244,9 @@ def test_a_chunk_refused_even_alone_becomes_a_recorded_gap_and_the_rest_is_store
     s.finish()
     assert s.ship(force=True) is True
     assert sorted(server.stored) == [0, 2]
-    assert server.gaps == {1: {"seq": 1, "offset": CHUNK_BYTES, "bytes": CHUNK_BYTES, "reason": "400 invalid_log_batch"}}
+    assert server.gaps == {
+        1: {"seq": 1, "offset": CHUNK_BYTES, "bytes": CHUNK_BYTES, "reason": "400 invalid_log_batch"}
+    }
 
 
 def test_once_the_server_says_capped_nothing_more_is_taken_or_sent(tmp_path):
