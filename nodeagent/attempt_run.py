@@ -247,9 +247,19 @@ class AttemptRun:
                 if self.shipper.capped:
                     break
                 state = self.ex.runner.inspect(cid)
-                if state is None or state.finished or state.removing:
+                if state is None or state.removing:
                     break
-                self.shipper.rewind()  # a dropped follow stream: read again from the start, skipping what was fed
+                self.shipper.rewind()  # read again from the start, skipping what was fed
+                if state.finished:
+                    # A follow stream may end before the engine sent all of an exited container's output:
+                    # one plain read to the end of the engine's log takes the rest.
+                    self._stream = self.ex.runner.logs(cid, follow=False)
+                    for stream, data in self._stream:
+                        self.shipper.wait_for_room(self.ex.closing)
+                        if self.shipper.capped:
+                            break
+                        self.shipper.feed(stream, data)
+                    break
         except Exception:  # noqa: BLE001 - the container ended or vanished; what was read is shipped
             self.ex.log.exception("attempt %s: reading logs failed", self.attempt_id)
         finally:

@@ -74,10 +74,10 @@ def _state(attrs: dict) -> ContainerState:
 class LogStream:
     """Follows a container's stdout/stderr from the start: yields (stream, bytes) in Docker's stored order."""
 
-    def __init__(self, api, container_id: str):
+    def __init__(self, api, container_id: str, *, follow: bool = True):
         self._res = api._get(
             api._url("/containers/{0}/logs", container_id),
-            params={"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 0},
+            params={"stdout": 1, "stderr": 1, "follow": int(follow), "timestamps": 0},
             stream=True,
         )
         api._raise_for_status(self._res)
@@ -150,8 +150,8 @@ class DockerRunner:
         return cid
 
     # --- running containers ----------------------------------------------------------------
-    def logs(self, container_id: str) -> LogStream:
-        return LogStream(self.client.api, container_id)
+    def logs(self, container_id: str, *, follow: bool = True) -> LogStream:
+        return LogStream(self.client.api, container_id, follow=follow)
 
     def wait(self, container_id: str) -> int:
         """Block until the container stops; its exit code as the engine recorded it."""

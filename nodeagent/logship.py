@@ -139,10 +139,11 @@ class LogShipper:
             if self.capped:
                 return
             start, self._seen = self._seen, self._seen + len(data)
-            if self._seen <= self.resume_offset:
+            taken = self.resume_offset + len(self._pending)  # bytes already spooled or waiting to be sealed
+            if self._seen <= taken:
                 return
-            if start < self.resume_offset:
-                data = data[self.resume_offset - start :]
+            if start < taken:
+                data = data[taken - start :]
             if self._pending and stream != self._pending_stream:
                 self._seal(force=True)
             if not self._pending:
@@ -168,8 +169,10 @@ class LogShipper:
                 self._seal(force=True, limit=CHUNK_BYTES)
 
     def rewind(self) -> None:
-        """The reader starts over from the first byte of the container's log; what was fed is skipped."""
-        self.finish()
+        """The reader starts over from the first byte of the container's log; what was fed is skipped.
+
+        Nothing is sealed here, so a UTF-8 sequence torn by the end of one read is completed by the next.
+        """
         with self._lock:
             self._seen = 0
 

@@ -65,10 +65,12 @@ def _check_sizes(request) -> None:
         return
     if len(chunks) > protocol.MAX_LOG_BATCH_CHUNKS:
         raise PayloadTooLarge(f"A log batch holds at most {protocol.MAX_LOG_BATCH_CHUNKS} chunks.")
+    # A chunk holds MAX_LOG_CHUNK_BYTES of raw output; each raw byte is at most one U+FFFD (3 bytes) here.
+    most = 3 * protocol.MAX_LOG_CHUNK_BYTES
     for c in chunks:
         if isinstance(c, dict) and isinstance(c.get("data"), str):
-            if len(c["data"].encode("utf-8", errors="surrogatepass")) > protocol.MAX_LOG_CHUNK_BYTES:
-                raise PayloadTooLarge(f"A log chunk holds at most {protocol.MAX_LOG_CHUNK_BYTES} bytes of data.")
+            if len(c["data"].encode("utf-8", errors="surrogatepass")) > most:
+                raise PayloadTooLarge(f"A log chunk holds at most {protocol.MAX_LOG_CHUNK_BYTES} bytes of output.")
 
 
 def _capped(att: Attempt, limit: int) -> bool:

@@ -73,7 +73,7 @@ def test_another_nodes_attempt_is_refused_with_409(running, other_node_and_crede
 
 def test_an_oversized_chunk_is_refused_with_413(running):
     _, attempt, client = running
-    r = post_logs(client, attempt.pk, [chunk(0, "欧" * 30000)])  # 90,000 bytes in 30,000 characters
+    r = post_logs(client, attempt.pk, [chunk(0, "欧" * 70000)])  # 210,000 bytes: more than 64 KiB of output can be
     assert r.status_code == 413 and r.json()["code"] == "log_chunk_too_large"
     r = post_logs(client, attempt.pk, [chunk(i, "x") for i in range(65)])
     assert r.status_code == 413
@@ -98,6 +98,14 @@ def test_a_malformed_batch_is_a_400(running, body):
     r = post_logs(client, attempt.pk, body)
     assert r.status_code == 400, r.content
     assert stored(attempt) == []
+
+
+def test_a_chunk_of_64_kib_of_invalid_utf8_replaced_by_the_agent_is_stored(running):
+    from nodeagent import protocol
+
+    _, attempt, client = running
+    r = post_logs(client, attempt.pk, [chunk(0, "\ufffd" * protocol.MAX_LOG_CHUNK_BYTES)])  # 192 KiB of UTF-8
+    assert r.status_code == 200, r.content[:200]
 
 
 def test_nul_is_stored_as_a_replacement_character_and_a_lone_surrogate_is_a_400(running):

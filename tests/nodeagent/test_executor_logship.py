@@ -260,3 +260,16 @@ def test_once_the_server_says_capped_nothing_more_is_taken_or_sent(tmp_path):
     s.finish()
     assert s.ship(force=True) is True and len(server.sizes) == sent
     assert shipper(tmp_path, server).capped  # remembered across an agent restart
+
+
+def test_reading_the_log_again_from_the_start_adds_only_what_is_new_even_mid_utf8_sequence(tmp_path):
+    server, clock = FakeServer(), Clock()
+    s = shipper(tmp_path, server, clock)
+    text = "欧拉 line\n".encode() * 3
+    s.feed("stdout", text[:4])  # ends inside the second character
+    s.ship()
+    s.rewind()  # the follow stream ended early: a plain read returns everything from the first byte
+    s.feed("stdout", text)
+    s.finish()
+    assert s.ship(force=True) is True
+    assert server.text() == text.decode()
