@@ -126,7 +126,7 @@ class AttemptRun:
         try:
             runner.ensure_image(a.image)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
-            cid = runner.create_and_start(create_kwargs(a, node_name=self.ex.node_name))
+            cid = runner.create_and_start(create_kwargs(a, node_name=self.ex.node_name, owner=self.ex.owner))
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
             self._end(reason=exc.reason, exit_code=None, message=exc.message)

@@ -17,20 +17,23 @@ MAX_PIDS_LIMIT = 65_536
 MIN_MEMORY_BYTES = 4 * 1024 * 1024
 
 
-def container_name(*, node_name: str, attempt_id: int) -> str:
-    return f"euler-{node_name}-a{attempt_id}"
+def container_name(*, node_name: str, attempt_id: int, owner: str = "") -> str:
+    return f"euler-{node_name}-{owner}-a{attempt_id}" if owner else f"euler-{node_name}-a{attempt_id}"
 
 
-def labels_for(*, node_name: str, job_id: int, attempt_id: int) -> dict[str, str]:
-    return {
+def labels_for(*, node_name: str, job_id: int, attempt_id: int, owner: str = "") -> dict[str, str]:
+    labels = {
         protocol.LABEL_MANAGED: "true",
         protocol.LABEL_JOB: str(job_id),
         protocol.LABEL_ATTEMPT: str(attempt_id),
         protocol.LABEL_NODE: node_name,
     }
+    if owner:
+        labels[protocol.LABEL_OWNER] = owner
+    return labels
 
 
-def create_kwargs(assignment: protocol.Assignment | dict, *, node_name: str) -> dict[str, Any]:
+def create_kwargs(assignment: protocol.Assignment | dict, *, node_name: str, owner: str = "") -> dict[str, Any]:
     """The exact kwargs for `client.containers.create(**kwargs)`; unknown input fields are ignored."""
     a = assignment if isinstance(assignment, protocol.Assignment) else protocol.Assignment.model_validate(assignment)
     pids = a.pids_limit if 0 < a.pids_limit <= MAX_PIDS_LIMIT else DEFAULT_PIDS_LIMIT
@@ -39,14 +42,15 @@ def create_kwargs(assignment: protocol.Assignment | dict, *, node_name: str) -> 
         "image": a.image,
         "command": list(a.command),
         "environment": {str(k): str(v) for k, v in a.env.items()},
-        "name": container_name(node_name=node_name, attempt_id=a.attempt_id),
-        "labels": labels_for(node_name=node_name, job_id=a.job_id, attempt_id=a.attempt_id),
+        "name": container_name(node_name=node_name, attempt_id=a.attempt_id, owner=owner),
+        "labels": labels_for(node_name=node_name, job_id=a.job_id, attempt_id=a.attempt_id, owner=owner),
         "nano_cpus": max(int(a.cpu_milli), 1) * 1_000_000,
         "mem_limit": memory,
         "memswap_limit": memory,
         "pids_limit": pids,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
+        "init": True,  # Docker's init as PID 1 forwards SIGTERM: a job that does not trap it still ends on cancel
         "detach": True,
     }
     if a.gpu_uuids:

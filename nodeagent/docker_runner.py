@@ -186,18 +186,24 @@ class DockerRunner:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise
 
-    def list_managed(self, *, node_name: str) -> list[ContainerState]:
-        found = self.client.api.containers(
-            all=True, filters={"label": [f"{protocol.LABEL_MANAGED}=true", f"{protocol.LABEL_NODE}={node_name}"]}
-        )
+    def list_managed(self, *, node_name: str | None = None, owner: str | None = None) -> list[ContainerState]:
+        """Euler containers of this node name and/or this owner (an agent passes its owner: only its own)."""
+        labels = [f"{protocol.LABEL_MANAGED}=true"]
+        if node_name is not None:
+            labels.append(f"{protocol.LABEL_NODE}={node_name}")
+        if owner is not None:
+            labels.append(f"{protocol.LABEL_OWNER}={owner}")
+        found = self.client.api.containers(all=True, filters={"label": labels})
         states = []
         for c in found:
             attrs = {"Id": c["Id"], "State": {"Status": c.get("State", "")}, "Config": {"Labels": c.get("Labels")}}
             states.append(_state(attrs))
         return states
 
-    def find_attempt(self, *, node_name: str, attempt_id: int) -> ContainerState | None:
-        for c in self.list_managed(node_name=node_name):
+    def find_attempt(
+        self, *, attempt_id: int, node_name: str | None = None, owner: str | None = None
+    ) -> ContainerState | None:
+        for c in self.list_managed(node_name=node_name, owner=owner):
             if c.attempt_id == attempt_id:
                 return self.inspect(c.container_id)
         return None

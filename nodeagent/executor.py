@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from nodeagent import protocol
+from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 
@@ -47,12 +47,15 @@ class Executor:
         runner=None,
         stop_grace: int | None = None,
         max_spool_bytes: int | None = None,
+        owner: str | None = None,
     ):
         from nodeagent.docker_runner import DockerRunner
 
         self.client = client
         self.node_name = node_name
         self.state_dir = Path(state_dir)
+        # Containers carry this identity; only those are adopted and reaped (see state.owner_id).
+        self.owner = owner or state.owner_id(self.state_dir)
         self.log = logger or logging.getLogger("euler.nodeagent.executor")
         self.runner = runner or DockerRunner()
         # SIGTERM → this many seconds → SIGKILL when stopping a container (cancel, timeout, fencing).
@@ -81,7 +84,7 @@ class Executor:
             with contextlib.suppress(OSError, ValueError, KeyError):
                 rec = json.loads(path.read_text())
                 records[int(rec["attempt_id"])] = rec
-        for c in self.runner.list_managed(node_name=self.node_name):
+        for c in self.runner.list_managed(owner=self.owner):
             attempt_id = c.attempt_id
             if attempt_id is None:
                 continue
@@ -138,9 +141,12 @@ class Executor:
 
     # --- helpers ---------------------------------------------------------------------------------
     def reap(self) -> None:
-        """Remove euler containers of this node that no attempt here drives (strays, fenced leftovers)."""
+        """Remove this agent's containers that no attempt here drives (strays, fenced leftovers).
+
+        Only containers carrying this agent's owner label: another agent's, even of the same node name, are not ours.
+        """
         try:
-            for c in self.runner.list_managed(node_name=self.node_name):
+            for c in self.runner.list_managed(owner=self.owner):
                 with self._lock:
                     known = c.attempt_id in self._runs
                 if not known and not self.closing.is_set():
@@ -152,7 +158,7 @@ class Executor:
             self._reaping = False
 
     def _remove_attempt_container(self, attempt_id: int) -> None:
-        found = self.runner.find_attempt(node_name=self.node_name, attempt_id=attempt_id)
+        found = self.runner.find_attempt(owner=self.owner, attempt_id=attempt_id)
         if found is not None:
             self.runner.stop(found.container_id, grace=self.stop_grace)
             self.runner.remove(found.container_id)

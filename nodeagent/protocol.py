@@ -34,6 +34,9 @@ LABEL_MANAGED = "euler.managed"
 LABEL_JOB = "euler.job"
 LABEL_ATTEMPT = "euler.attempt"
 LABEL_NODE = "euler.node"
+# Which agent owns the container: unique to the node and its control plane (node names are not: two
+# `make up` checkouts on one machine are both `local-<hostname>`). An agent adopts and reaps only its own.
+LABEL_OWNER = "euler.owner"
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")]

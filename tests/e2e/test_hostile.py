@@ -50,3 +50,30 @@ def test_a_burst_and_a_binary_job_are_stored_byte_exact_and_a_30_mb_line_is_cut_
     attempts = {j["id"]: euler.job(j["id"])["attempts"][0] for j in (burst, binary, line)}
     assert [attempts[j["id"]]["log_truncated"] for j in (burst, binary, line)] == [False, False, True]
     assert attempts[line["id"]]["log_bytes"] == CAP
+
+
+def test_a_container_removed_from_outside_mid_run_ends_its_attempt_lost_and_the_retry_succeeds(euler):
+    euler.node()
+    job = euler.submit(["sh", "-c", "sleep 3; echo finished"], max_retries=1, retry_on=["lost"])
+    running = euler.wait_state(job["id"], {"running"})
+    (container_id,) = euler.containers(running["attempts"][0]["id"])
+    docker.from_env().api.remove_container(container_id, force=True)  # docker rm -f by someone else
+    done = euler.wait_state(job["id"], {"succeeded", "failed", "lost"}, timeout=90)
+    assert done["state"] == "succeeded"
+    first, second = done["attempts"]
+    assert (first["state"], first["reason"], first["exit_code"]) == ("lost", "lost", None)
+    assert "container disappeared" in first["message"]
+    assert second["state"] == "succeeded" and euler.logs(job["id"]) == "finished\n"
+
+
+def test_a_cancelled_sleep_that_does_not_trap_sigterm_ends_by_the_signal_not_by_the_kill_after_the_grace(euler):
+    euler.node()
+    job = euler.submit(["sleep", "120"])  # PID 1 without an init would ignore SIGTERM until the SIGKILL
+    running = euler.wait_state(job["id"], {"running"})
+    attempt_id = running["attempts"][0]["id"]
+    assert euler.http.post(f"jobs/{job['id']}/cancel").status_code in (200, 202)
+    euler.platform.wait_for(lambda: euler.job(job["id"])["attempts"][0]["state"] == "cancelled", "the attempt ends")
+    attempt = euler.job(job["id"])["attempts"][0]
+    assert attempt["exit_code"] == 128 + 15  # SIGTERM through the init; the kill after the grace would be 137
+    assert euler.job(job["id"])["state"] == "cancelled"
+    euler.platform.wait_for(lambda: not euler.containers(attempt_id), "the container is removed")

@@ -36,6 +36,7 @@ def test_it_builds_exactly_the_whitelisted_kwargs():
         "pids_limit": 512,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
+        "init": True,
         "detach": True,
     }
 

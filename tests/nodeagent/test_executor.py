@@ -226,13 +226,52 @@ def test_an_exit_while_the_agent_was_down_is_reported_after_adoption(make_execut
     assert ended["exit_code"] == 5 and plane.log(12) == "done\n"
 
 
-def test_the_reaper_removes_euler_containers_that_no_attempt_drives(make_executor, node):
+def test_the_reaper_removes_its_own_containers_that_no_attempt_drives(make_executor, node):
     runner = DockerRunner()
-    stray = assignment(13, ["sleep", "60"])
-    runner.create_and_start(containers.create_kwargs(stray, node_name=node))
     ex = make_executor()
+    stray = assignment(13, ["sleep", "60"])
+    runner.create_and_start(containers.create_kwargs(stray, node_name=node, owner=ex.owner))
     ex.reap()
     assert container_gone(node, 13)
+
+
+def test_two_agents_of_the_same_name_on_one_engine_run_side_by_side_and_never_touch_each_others(node, tmp_path):
+    planes = [FakeControlPlane(), FakeControlPlane()]
+    agents = [
+        Executor(client=plane, node_name=node, state_dir=tmp_path / f"agent{i}", stop_grace=1)
+        for i, plane in enumerate(planes)
+    ]
+    try:
+        assert agents[0].owner != agents[1].owner
+        for i, ex in enumerate(agents):  # the same attempt id on both control planes: the worst case
+            ex.handle_assignment(assignment(15, ["sh", "-c", f"sleep 2; echo agent {i}"]))
+        for plane in planes:
+            wait_for(lambda plane=plane: plane.reports.get(15), "both running reports")
+        for ex in agents:
+            ex.reap()  # each sees only its own container, which it drives
+        third = Executor(client=FakeControlPlane(), node_name=node, state_dir=tmp_path / "agent2", stop_grace=1)
+        third.adopt()  # a third agent of that name (another checkout) starting up adopts nothing
+        third.reap()
+        assert third.running_attempts() == []
+        for i, plane in enumerate(planes):
+            ended = wait_for(lambda plane=plane: plane.ended(15), "both ended reports")
+            assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+            assert plane.log(15) == f"agent {i}\n"
+    finally:
+        for ex in agents:
+            ex.close()
+
+
+def test_a_container_removed_from_outside_mid_run_ends_lost_saying_it_disappeared(make_executor, plane, node):
+    ex = make_executor()
+    ex.handle_assignment(assignment(16, ["sh", "-c", "echo started; sleep 60"]))
+    wait_for(lambda: plane.chunks.get(16), "the first log chunk")
+    found = DockerRunner().find_attempt(owner=ex.owner, attempt_id=16)
+    DockerRunner().client.api.remove_container(found.container_id, force=True)  # docker rm -f by someone else
+    ended = wait_for(lambda: plane.ended(16), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("lost", None)
+    assert "container disappeared" in ended["message"]
+    assert plane.log(16) == "started\n"
 
 
 def test_the_env_reaches_the_container_but_never_the_agents_log(make_executor, plane, caplog):
