@@ -126,7 +126,11 @@ class AttemptRun:
         try:
             runner.ensure_image(a.image)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
-            cid = runner.create_and_start(create_kwargs(a, node_name=self.ex.node_name, owner=self.ex.owner))
+            cid = runner.create_and_start(
+                create_kwargs(
+                    a, node_name=self.ex.node_name, owner=self.ex.owner, log_max_bytes=self.ex.container_log_bytes
+                )
+            )
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
             self._end(reason=exc.reason, exit_code=None, message=exc.message)

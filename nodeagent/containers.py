@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, LogConfig
 
 from nodeagent import protocol
 
 DEFAULT_PIDS_LIMIT = 512
+DEFAULT_CONTAINER_LOG_BYTES = 64 * 1024 * 1024
+MIN_CONTAINER_LOG_BYTES = 1024 * 1024
+CONTAINER_LOG_FILES = 4
+# json-file rotates once a file reached max-size, so a file overshoots by at most one entry: a 16 KiB piece
+# of output, JSON-escaped (6 bytes per control byte), with its envelope.
+CONTAINER_LOG_ENTRY_BYTES = 128 * 1024
 MAX_PIDS_LIMIT = 65_536
 MIN_MEMORY_BYTES = 4 * 1024 * 1024
 
@@ -33,7 +39,24 @@ def labels_for(*, node_name: str, job_id: int, attempt_id: int, owner: str = "")
     return labels
 
 
-def create_kwargs(assignment: protocol.Assignment | dict, *, node_name: str, owner: str = "") -> dict[str, Any]:
+def container_log_config(max_bytes: int) -> LogConfig:
+    """The engine's copy of a job's log, bounded on disk at `max_bytes` whatever the job writes.
+
+    json-file, rotated over CONTAINER_LOG_FILES files: `docker logs` (the agent's reader and its replay after a
+    restart) reads across them, and rotation drops the oldest quarter at a time, so the newest ≥ 3/4 is kept.
+    """
+    max_bytes = max(int(max_bytes), MIN_CONTAINER_LOG_BYTES)
+    per_file = max_bytes // CONTAINER_LOG_FILES - CONTAINER_LOG_ENTRY_BYTES
+    return LogConfig(type="json-file", config={"max-size": str(per_file), "max-file": str(CONTAINER_LOG_FILES)})
+
+
+def create_kwargs(
+    assignment: protocol.Assignment | dict,
+    *,
+    node_name: str,
+    owner: str = "",
+    log_max_bytes: int = DEFAULT_CONTAINER_LOG_BYTES,
+) -> dict[str, Any]:
     """The exact kwargs for `client.containers.create(**kwargs)`; unknown input fields are ignored."""
     a = assignment if isinstance(assignment, protocol.Assignment) else protocol.Assignment.model_validate(assignment)
     pids = a.pids_limit if 0 < a.pids_limit <= MAX_PIDS_LIMIT else DEFAULT_PIDS_LIMIT
@@ -51,6 +74,7 @@ def create_kwargs(assignment: protocol.Assignment | dict, *, node_name: str, own
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "init": True,  # Docker's init as PID 1 forwards SIGTERM: a job that does not trap it still ends on cancel
+        "log_config": container_log_config(log_max_bytes),
         "detach": True,
     }
     if a.gpu_uuids:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
+from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 
 REAP_EVERY_SECONDS = 30.0
@@ -65,6 +66,15 @@ class Executor:
         self.log_flush_seconds = env_number("EULER_AGENT_LOG_FLUSH_SECONDS", 0.2, 0.01, 10)
         self.max_spool_bytes = max_spool_bytes or int(
             env_number("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES, 1 << 20, 1 << 40)
+        )
+        # The engine's copy of each job's log is bounded on this node (json-file, rotated).
+        self.container_log_bytes = int(
+            env_number(
+                "EULER_NODE_MAX_CONTAINER_LOG_BYTES",
+                DEFAULT_CONTAINER_LOG_BYTES,
+                MIN_CONTAINER_LOG_BYTES,
+                1 << 40,
+            )
         )
         self.records_dir = self.state_dir / "attempts"
         self.spool_dir = self.state_dir / "logs"

@@ -37,6 +37,10 @@ def test_it_builds_exactly_the_whitelisted_kwargs():
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
         "init": True,
+        "log_config": {
+            "Type": "json-file",
+            "Config": {"max-size": str(16 * 1024 * 1024 - 128 * 1024), "max-file": "4"},
+        },
         "detach": True,
     }
 
@@ -89,3 +93,10 @@ def test_it_never_goes_below_the_minimum_memory_or_one_milli_cpu():
     kwargs = containers.create_kwargs(assignment(memory_bytes=1, cpu_milli=0), node_name="n1")
     assert kwargs["mem_limit"] == kwargs["memswap_limit"] == 4 * 1024 * 1024
     assert kwargs["nano_cpus"] == 1_000_000
+
+
+def test_the_engine_log_is_bounded_by_its_files_each_with_room_for_one_overshooting_entry():
+    config = containers.container_log_config(1024 * 1024)["Config"]
+    files, size = int(config["max-file"]), int(config["max-size"])
+    assert files * (size + containers.CONTAINER_LOG_ENTRY_BYTES) <= 1024 * 1024
+    assert containers.container_log_config(1)["Config"] == config  # never below the minimum

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import logging
+import os
 import threading
 import time
 import uuid
@@ -29,6 +31,7 @@ class FakeControlPlane:
         self.down = False
         self.fenced: set[int] = set()
         self.stop_on_report: set[int] = set()
+        self.cap: int | None = None  # like EULER_MAX_LOG_BYTES: past it the reply says `capped`
 
     def call(self, method, path, body=None, timeout=10):
         if self.down:
@@ -44,7 +47,8 @@ class FakeControlPlane:
             stored = self.chunks.setdefault(attempt_id, {})
             for c in body["chunks"]:
                 stored.setdefault(c["seq"], c)
-            return {"stored": len(body["chunks"])}
+            kept = sum(len(c["data"]) for c in stored.values())
+            return {"stored": len(body["chunks"]), "capped": self.cap is not None and kept > self.cap}
 
     def ended(self, attempt_id: int) -> dict | None:
         return next((r for r in self.reports.get(attempt_id, []) if r["state"] == "ended"), None)
@@ -281,3 +285,34 @@ def test_the_env_reaches_the_container_but_never_the_agents_log(make_executor, p
     wait_for(lambda: plane.ended(14), "the ended report")
     assert plane.log(14).strip() == str(len(secret) + 1)
     assert secret not in caplog.text
+
+
+def engine_log_bytes(log_path: str) -> int:
+    total = 0
+    for path in glob.glob(log_path + "*"):  # the live file and its rotated siblings
+        try:
+            total += os.stat(path).st_size
+        except FileNotFoundError:
+            pass  # rotated away between the listing and the stat
+    return total
+
+
+def test_a_flood_job_succeeds_and_the_engines_log_files_never_pass_the_bound(make_executor, plane, monkeypatch):
+    bound = 1024 * 1024
+    monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(bound))
+    plane.cap = 256 * 1024
+    ex = make_executor()
+    flood = "yes $(head -c 1000 /dev/zero | tr '\\0' y) | head -c 50000000"  # 50 MB of 1 KB lines, at full speed
+    ex.handle_assignment(assignment(17, ["sh", "-c", flood]))
+    found = wait_for(lambda: DockerRunner().find_attempt(owner=ex.owner, attempt_id=17), "the container")
+    log_path = DockerRunner().client.api.inspect_container(found.container_id)["LogPath"]
+    peak = 0
+    while not plane.ended(17):
+        size = engine_log_bytes(log_path)
+        if size > bound:  # a sample taken mid-rotation can count a renamed file twice: look again
+            size = min(size, engine_log_bytes(log_path))
+        peak = max(peak, size)
+        time.sleep(0.005)
+    ended = plane.ended(17)
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert 0 < peak <= bound
