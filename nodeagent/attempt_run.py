@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from nodeagent.logship import LogShipper, Stale
 
 LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled"}
+INIT_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
 VANISHED = "the container disappeared: removed outside the agent (docker rm -f) or lost by the Docker engine"
 
 
@@ -186,14 +188,29 @@ class AttemptRun:
             self.ex.log.warning("attempt %s: %s", self.attempt_id, exit_.message)
             self._end(reason="lost", exit_code=None, message=exit_.message)
             return
+        message = ""
         if self.stop_reason:
             reason = self.stop_reason
         elif exit_.oom_killed:
             reason = "oom"
+        elif self.exit_code in (126, 127) and (message := self._init_exec_failure(cid)):
+            reason = "start_failed"  # the init could not exec the command: as Docker says without an init
         else:
             reason = "exited"
-        self._end(reason=reason, exit_code=self.exit_code)
+        self._end(reason=reason, exit_code=self.exit_code, message=message)
         runner.remove(cid)
+
+    def _init_exec_failure(self, cid: str) -> str:
+        """Docker's init (tini) reports a command it cannot exec on stderr and exits 126/127: its message."""
+        with contextlib.suppress(Exception):
+            stream = self.ex.runner.logs(cid, follow=False)
+            try:
+                for kind, data in stream:
+                    match = INIT_EXEC_FAILED.match(data.decode("utf-8", errors="replace"))
+                    return match.group(1) if kind == "stderr" and match else ""
+            finally:
+                stream.close()
+        return ""
 
     def _wait_exit(self, cid: str) -> None:
         """Wait for the container's exit (the engine's own event, not a sampled state), then classify it."""
