@@ -13,7 +13,7 @@ from nodeagent import protocol
 from nodeagent.client import Refused, Unreachable
 from nodeagent.containers import create_kwargs
 from nodeagent.docker_runner import ContainerGone, ContainerState, RunnerError, RunnerUnavailable
-from nodeagent.logship import LogShipper, Stale
+from nodeagent.logship import LogCursor, LogShipper, Stale
 
 LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled"}
@@ -257,30 +257,28 @@ class AttemptRun:
             time.sleep(min(due, LOOP_SECONDS))
 
     def _read_logs(self, cid: str) -> None:
+        runner, cursor, finished = self.ex.runner, LogCursor(), False
         try:
             while not self.ex.closing.is_set() and not self.shipper.capped:
-                self._stream = self.ex.runner.logs(cid)
-                for stream, data in self._stream:
+                if cursor.since is None:
+                    self.shipper.rewind()  # from the first byte: the shipper skips what it already spooled
+                cursor.reopen()
+                # Once the container exited, one plain read from where the last stream stopped takes the rest.
+                self._stream = runner.stamped_logs(cid, follow=not finished, since_ns=cursor.since)
+                for stream, ts, data in self._stream.stamped():
+                    data = cursor.take(ts, data)
+                    if not data:
+                        continue
                     self.shipper.wait_for_room(self.ex.closing)
                     if self.shipper.capped:
                         break
                     self.shipper.feed(stream, data)
-                if self.shipper.capped:
+                if self.shipper.capped or finished:
                     break
-                state = self.ex.runner.inspect(cid)
+                state = runner.inspect(cid)
                 if state is None or state.removing:
                     break
-                self.shipper.rewind()  # read again from the start, skipping what was fed
-                if state.finished:
-                    # A follow stream may end before the engine sent all of an exited container's output:
-                    # one plain read to the end of the engine's log takes the rest.
-                    self._stream = self.ex.runner.logs(cid, follow=False)
-                    for stream, data in self._stream:
-                        self.shipper.wait_for_room(self.ex.closing)
-                        if self.shipper.capped:
-                            break
-                        self.shipper.feed(stream, data)
-                    break
+                finished = state.finished
         except Exception:  # noqa: BLE001 - the container ended or vanished; what was read is shipped
             self.ex.log.exception("attempt %s: reading logs failed", self.attempt_id)
         finally:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -74,16 +76,15 @@ def _state(attrs: dict) -> ContainerState:
 class LogStream:
     """Follows a container's stdout/stderr from the start: yields (stream, bytes) in Docker's stored order."""
 
-    def __init__(self, api, container_id: str, *, follow: bool = True):
-        self._res = api._get(
-            api._url("/containers/{0}/logs", container_id),
-            params={"stdout": 1, "stderr": 1, "follow": int(follow), "timestamps": 0},
-            stream=True,
-        )
+    def __init__(self, api, container_id: str, *, follow: bool = True, since_ns: int | None = None, stamps=False):
+        params = {"stdout": 1, "stderr": 1, "follow": int(follow), "timestamps": int(stamps)}
+        if since_ns is not None:
+            params["since"] = f"{since_ns // 1_000_000_000}.{since_ns % 1_000_000_000:09d}"  # inclusive
+        self._res = api._get(api._url("/containers/{0}/logs", container_id), params=params, stream=True)
         api._raise_for_status(self._res)
         api._disable_socket_timeout(api._get_raw_response_socket(self._res))
 
-    def __iter__(self) -> Iterator[tuple[str, bytes]]:
+    def frames(self) -> Iterator[tuple[str, bytes]]:
         raw = self._res.raw
         try:
             while True:
@@ -98,9 +99,41 @@ class LogStream:
         except (OSError, ValueError, AttributeError):
             return  # closed under us: the reader is being shut down
 
+    __iter__ = frames
+
+    def stamped(self) -> Iterator[tuple[str, int | None, bytes]]:
+        """With `stamps=True`: (stream, the engine's timestamp in ns, bytes) per frame."""
+        seconds: dict[bytes, int] = {}
+        for kind, data in self.frames():
+            stamp, sep, rest = data.partition(b" ")
+            ts = parse_stamp(stamp, seconds) if sep else None
+            yield kind, ts, rest if ts is not None else data
+
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a dead socket is not an error
             self._res.close()
+
+
+def parse_stamp(stamp: bytes, cache: dict[bytes, int] | None = None) -> int | None:
+    """`2026-11-30T10:52:46.123456789Z` (RFC 3339, UTC, fraction trimmed) in ns since the epoch; None if not."""
+    if len(stamp) < 20 or not stamp.endswith(b"Z"):
+        return None
+    head, frac = stamp[:19], stamp[19:-1]
+    base = cache.get(head) if cache is not None else None
+    if base is None:
+        try:
+            base = calendar.timegm(time.strptime(head.decode("ascii"), "%Y-%m-%dT%H:%M:%S"))
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if cache is not None:
+            cache.clear()  # one second at a time: the cache never grows
+            cache[head] = base
+    nanos = 0
+    if frac:
+        if not frac.startswith(b".") or not frac[1:].isdigit():
+            return None
+        nanos = int(frac[1:10].ljust(9, b"0"))
+    return base * 1_000_000_000 + nanos
 
 
 class DockerRunner:
@@ -152,6 +185,10 @@ class DockerRunner:
     # --- running containers ----------------------------------------------------------------
     def logs(self, container_id: str, *, follow: bool = True) -> LogStream:
         return LogStream(self.client.api, container_id, follow=follow)
+
+    def stamped_logs(self, container_id: str, *, follow: bool = True, since_ns: int | None = None) -> LogStream:
+        """Frames with the engine's timestamps, from `since_ns` (inclusive) when given: see LogCursor."""
+        return LogStream(self.client.api, container_id, follow=follow, since_ns=since_ns, stamps=True)
 
     def wait(self, container_id: str) -> int:
         """Block until the container stops; its exit code as the engine recorded it."""

@@ -55,6 +55,42 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
+class LogCursor:
+    """Where a reader stopped in the engine's log: the last frame's timestamp and the bytes taken at it.
+
+    A follow stream can end early (the engine ends it at each json-file rotation); the reader opens a new one
+    `since` that timestamp (inclusive) and `take` drops what it already had, so a reconnect neither re-reads
+    the whole log nor misaligns after a rotation dropped its oldest file.
+    """
+
+    def __init__(self) -> None:
+        self.since: int | None = None
+        self.at = 0
+        self._resume: int | None = None
+        self._skip = 0
+
+    def reopen(self) -> None:
+        self._resume, self._skip = self.since, self.at
+
+    def take(self, ts: int | None, data: bytes) -> bytes:
+        if ts is None:
+            return data
+        if self._resume is not None:
+            if ts < self._resume:
+                return b""
+            if ts == self._resume:
+                n = min(self._skip, len(data))
+                self._skip -= n
+                data = data[n:]
+            else:
+                self._resume = None
+        if ts == self.since:
+            self.at += len(data)
+        else:
+            self.since, self.at = ts, len(data)
+        return data
+
+
 class LogShipper:
     def __init__(
         self,

@@ -273,3 +273,26 @@ def test_reading_the_log_again_from_the_start_adds_only_what_is_new_even_mid_utf
     s.finish()
     assert s.ship(force=True) is True
     assert server.text() == text.decode()
+
+
+def test_a_reopened_stream_since_the_last_timestamp_takes_only_what_is_new():
+    from nodeagent.logship import LogCursor
+
+    cursor = LogCursor()
+    first = [(1, b"a" * 10), (1, b"b" * 5), (2, b"c" * 7)]
+    assert b"".join(cursor.take(ts, d) for ts, d in first) == b"a" * 10 + b"b" * 5 + b"c" * 7
+    cursor.reopen()  # the engine resends from timestamp 2 inclusive (and may resend older frames: dropped)
+    again = [(1, b"b" * 5), (2, b"c" * 7), (3, b"d" * 4), (3, b"e")]
+    assert b"".join(cursor.take(ts, d) for ts, d in again) == b"d" * 4 + b"e"
+    cursor.reopen()
+    assert cursor.take(3, b"d" * 4) == b"" and cursor.take(3, b"e") == b"" and cursor.take(4, b"f") == b"f"
+    assert cursor.take(None, b"unstamped") == b"unstamped"
+
+
+def test_the_engines_timestamps_parse_to_nanoseconds():
+    from nodeagent.docker_runner import parse_stamp
+
+    assert parse_stamp(b"1970-01-01T00:00:01.000000002Z") == 1_000_000_002
+    assert parse_stamp(b"1970-01-01T00:00:01.5Z") == 1_500_000_000
+    assert parse_stamp(b"1970-01-01T00:00:01Z") == 1_000_000_000
+    assert parse_stamp(b"not a stamp") is None
