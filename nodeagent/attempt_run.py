@@ -187,6 +187,8 @@ class AttemptRun:
         if exit_.vanished:
             self.ex.log.warning("attempt %s: %s", self.attempt_id, exit_.message)
             self._end(reason="lost", exit_code=None, message=exit_.message)
+            with contextlib.suppress(Exception):  # after an engine restart it is still there, exited
+                runner.remove(cid)
             return
         message = ""
         if self.stop_reason:
