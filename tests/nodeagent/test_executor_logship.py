@@ -296,3 +296,50 @@ def test_the_engines_timestamps_parse_to_nanoseconds():
     assert parse_stamp(b"1970-01-01T00:00:01.5Z") == 1_500_000_000
     assert parse_stamp(b"1970-01-01T00:00:01Z") == 1_000_000_000
     assert parse_stamp(b"not a stamp") is None
+
+
+def test_after_a_restart_the_reader_resumes_at_the_engine_timestamp_where_the_spool_ends(tmp_path):
+    from nodeagent.logship import LogCursor
+
+    server, clock = FakeServer(), Clock()
+    frames = [(1, b"a" * 40_000), (2, b"b" * 40_000), (3, b"c" * 10)]  # the 64 KiB cut falls inside frame 2
+    s = shipper(tmp_path, server, clock)
+    cursor = LogCursor()
+    for ts, data in frames:
+        data = cursor.take(ts, data)
+        s.feed("stdout", data, ts=cursor.since, at=cursor.at)
+    server.down = True
+    s.ship(force=True)  # the first 64 KiB are sealed and spooled; the rest waits in memory when the agent dies
+    again = shipper(tmp_path, server, clock)
+    assert again.resume_from_cursor() == [2, CHUNK_BYTES - 40_000]  # timestamp 2, the bytes of it spooled
+    resumed = LogCursor()
+    resumed.since, resumed.at = 2, CHUNK_BYTES - 40_000
+    resumed.reopen()
+    # The engine rotated its oldest frame away meanwhile: a byte count from the start would misalign.
+    for ts, data in [(2, b"b" * 40_000), (3, b"c" * 10), (4, b"d\n")]:
+        data = resumed.take(ts, data)
+        if data:
+            again.feed("stdout", data, ts=resumed.since, at=resumed.at)
+    again.finish()
+    server.down = False
+    assert again.ship(force=True) is True
+    assert server.text() == "a" * 40_000 + "b" * 40_000 + "c" * 10 + "d\n"
+
+
+def test_a_reopened_stream_that_no_longer_holds_our_frame_is_recorded_as_a_gap(tmp_path):
+    from nodeagent.logship import LogCursor
+
+    cursor = LogCursor()
+    assert cursor.take(5, b"x") == b"x"
+    cursor.reopen()
+    assert not cursor.rotated_away
+    assert cursor.take(9, b"later") == b"later" and cursor.rotated_away  # frame 5 was rotated away
+    server = StrictServer()
+    s = shipper(tmp_path, server)
+    s.feed("stdout", b"before\n")
+    s.record_gap("the engine's log rotated it away")
+    s.feed("stdout", b"after\n")
+    s.finish()
+    assert s.ship(force=True) is True
+    assert server.gaps[1] == {"seq": 1, "offset": 7, "bytes": 0, "reason": "the engine's log rotated it away"}
+    assert server.text() == "before\nafter\n"
