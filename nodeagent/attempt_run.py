@@ -18,7 +18,6 @@ from nodeagent.logship import LogCursor, LogShipper, Stale
 LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled"}
 INIT_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
-ROTATED = "the engine's log rotated it away before the agent read it (agent down while the job wrote more than EULER_NODE_MAX_CONTAINER_LOG_BYTES)"
 VANISHED = "the container disappeared: removed outside the agent (docker rm -f) or lost by the Docker engine"
 
 
@@ -261,9 +260,6 @@ class AttemptRun:
 
     def _read_logs(self, cid: str) -> None:
         runner, cursor, finished = self.ex.runner, LogCursor(), False
-        resumed = self.shipper.resume_from_cursor()  # after a restart: reopen where the spool ends
-        if resumed is not None:
-            cursor.since, cursor.at = resumed
         try:
             while not self.ex.closing.is_set() and not self.shipper.capped:
                 if cursor.since is None:
@@ -273,15 +269,12 @@ class AttemptRun:
                 self._stream = runner.stamped_logs(cid, follow=not finished, since_ns=cursor.since)
                 for stream, ts, data in self._stream.stamped():
                     data = cursor.take(ts, data)
-                    if cursor.rotated_away:
-                        cursor.rotated_away = False
-                        self.shipper.record_gap(ROTATED)
                     if not data:
                         continue
                     self.shipper.wait_for_room(self.ex.closing)
                     if self.shipper.capped:
                         break
-                    self.shipper.feed(stream, data, ts=None if ts is None else cursor.since, at=cursor.at)
+                    self.shipper.feed(stream, data)
                 if self.shipper.capped or finished:
                     break
                 state = runner.inspect(cid)

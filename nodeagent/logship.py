@@ -68,19 +68,13 @@ class LogCursor:
         self.at = 0
         self._resume: int | None = None
         self._skip = 0
-        self._first = False
-        self.rotated_away = False  # the engine no longer held the frame we stopped at: output in between is lost
 
     def reopen(self) -> None:
-        self._resume, self._skip, self._first = self.since, self.at, self.since is not None
+        self._resume, self._skip = self.since, self.at
 
     def take(self, ts: int | None, data: bytes) -> bytes:
         if ts is None:
             return data
-        if self._first:
-            self._first = False
-            # The stream starts at `since` inclusive: a first frame after it means ours was rotated away.
-            self.rotated_away = self.rotated_away or ts > self._resume
         if self._resume is not None:
             if ts < self._resume:
                 return b""
@@ -120,7 +114,6 @@ class LogShipper:
         self._queue: deque[dict] = deque()  # sealed, spooled, not acknowledged; in seq order
         self._spool_bytes = 0
         self._pending = bytearray()
-        self._marks: list[list[int]] = []  # [start, end, ts, at of start] per fed frame in _pending (see LogCursor)
         self._pending_stream = "stdout"
         self._last_seal = float("-inf")  # chunks go out at most every flush_seconds, the first one at once
         self._seen = 0  # bytes of the container's log fed so far (including skipped ones)
@@ -130,21 +123,19 @@ class LogShipper:
         self.capped = False  # the server's cap is reached: nothing more is read or shipped
         self.refused_unrecorded = 0  # bytes whose gap notice was itself refused (logged; should never happen)
         self.wakeup = threading.Event()  # set when output arrives, so the shipping loop need not poll
-        self.acked_seq, self.acked_end, self.capped, self.acked_cursor = self._load_ack()
+        self.acked_seq, self.acked_end, self.capped = self._load_ack()
         self._load_spool()
         last = self._queue[-1] if self._queue else None
         self.next_seq = last["seq"] + 1 if last else self.acked_seq + 1
         self.resume_offset = last["end"] if last else self.acked_end  # fed bytes below this are already spooled
-        # Where in the engine's log the spooled bytes end (timestamp, bytes at it), when the reader gave stamps.
-        self.resume_cursor = last.get("cursor") if last else self.acked_cursor
 
     # --- persistence ---------------------------------------------------------------------------
-    def _load_ack(self) -> tuple[int, int, bool, list | None]:
+    def _load_ack(self) -> tuple[int, int, bool]:
         try:
             data = json.loads(self.ack_path.read_text())
-            return int(data["seq"]), int(data["end"]), bool(data.get("capped")), data.get("cursor")
+            return int(data["seq"]), int(data["end"]), bool(data.get("capped"))
         except (OSError, ValueError, KeyError, TypeError):
-            return -1, 0, False, None
+            return -1, 0, False
 
     def _load_spool(self) -> None:
         try:
@@ -165,8 +156,7 @@ class LogShipper:
 
     def _write_ack(self) -> None:
         tmp = self.ack_path.with_suffix(".tmp")
-        ack = {"seq": self.acked_seq, "end": self.acked_end, "capped": self.capped, "cursor": self.acked_cursor}
-        tmp.write_text(json.dumps(ack))
+        tmp.write_text(json.dumps({"seq": self.acked_seq, "end": self.acked_end, "capped": self.capped}))
         os.replace(tmp, self.ack_path)
 
     def remove_files(self) -> None:
@@ -180,29 +170,7 @@ class LogShipper:
             while self._spool_bytes >= self.max_spool_bytes and not (stop.is_set() or self.stale or self.capped):
                 self._lock.wait(0.2)
 
-    def resume_from_cursor(self) -> list | None:
-        """After a restart: the engine-log position where the spool ends, so the reader reopens `since` it
-        (a rotated engine log cannot misalign the replay); None: read from the first byte and skip by count."""
-        with self._lock:
-            if self.resume_cursor is None or self._pending:
-                return None
-            self._seen = self.resume_offset  # everything before the cursor counts as fed
-            return list(self.resume_cursor)
-
-    def record_gap(self, reason: str) -> None:
-        """Output lost before it was read (the engine rotated it away): a gap here, a marker on the server."""
-        with self._lock:
-            while self._pending:
-                self._seal(force=True)
-            gap = {"seq": self.next_seq, "offset": self.resume_offset, "end": self.resume_offset, "gap": reason[:200]}
-            with self.spool_path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(gap) + "\n")
-            self._queue.append(gap)
-            self.next_seq += 1
-        self.wakeup.set()
-
-    def feed(self, stream: str, data: bytes, *, ts: int | None = None, at: int | None = None) -> None:
-        """`ts`/`at`: the reader's LogCursor after this frame, kept with the chunks for a replay by timestamp."""
+    def feed(self, stream: str, data: bytes) -> None:
         with self._lock:
             if self.capped:
                 return
@@ -216,10 +184,7 @@ class LogShipper:
                 self._seal(force=True)
             if not self._pending:
                 self._pending_stream = stream
-            start = len(self._pending)
             self._pending += data
-            if ts is not None and at is not None:
-                self._marks.append([start, len(self._pending), ts, at - len(data)])
             while len(self._pending) >= CHUNK_BYTES:
                 self._seal(force=False, limit=CHUNK_BYTES)
         self.wakeup.set()
@@ -256,9 +221,6 @@ class LogShipper:
         offset = self.resume_offset
         chunk = {"seq": self.next_seq, "offset": offset, "stream": self._pending_stream, "data": _text(raw)}
         chunk["end"] = offset + n
-        cursor = self._cut_marks(n)
-        if cursor is not None:
-            chunk["cursor"] = cursor
         with self.spool_path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(chunk, ensure_ascii=False) + "\n")
         self._queue.append(chunk)
@@ -266,18 +228,6 @@ class LogShipper:
         self.next_seq += 1
         self.resume_offset += n
         self._last_seal = self.clock()
-
-    def _cut_marks(self, n: int) -> list | None:
-        """The engine-log cursor at byte n of the pending bytes (just sealed); the marks after n move down."""
-        cursor, kept = None, []
-        for start, end, ts, at in self._marks:
-            if start < n <= end:
-                cursor = [ts, at + n - start]
-            if end > n:
-                cut = max(0, n - start)
-                kept.append([max(0, start - n), end - n, ts, at + cut])
-        self._marks = kept
-        return cursor
 
     # --- shipping (run thread) -------------------------------------------------------------------
     @property
@@ -354,8 +304,6 @@ class LogShipper:
         with self._lock:
             c = self._queue[0]
             self._queue[0] = {"seq": c["seq"], "offset": c["offset"], "end": c["end"], "gap": reason[:200]}
-            if "cursor" in c:
-                self._queue[0]["cursor"] = c["cursor"]
 
     def _retry_later(self) -> None:
         self._backoff = min(max(self._backoff * 2, 0.2), 3.0)
@@ -367,13 +315,11 @@ class LogShipper:
                 done = self._queue.popleft()
                 self._spool_bytes -= done["end"] - done["offset"]
             self.acked_seq, self.acked_end = batch[-1]["seq"], batch[-1]["end"]
-            self.acked_cursor = batch[-1].get("cursor")
             if capped:
                 # Past the cap the server stores nothing more and has recorded the truncation: stop here.
                 self.capped = True
                 self._queue.clear()
                 self._pending.clear()
-                self._marks.clear()
                 self._spool_bytes = 0
             self._write_ack()
             if not self._queue:

@@ -206,12 +206,3 @@ def test_the_reply_says_capped_once_the_marker_is_stored_and_a_chunk_that_fills_
     assert attempt.log_truncated and attempt.log_bytes == 1024
     assert post_logs(client, attempt.pk, [chunk(2, "c")]).json()["capped"] is True
     assert len(stored(attempt)) == 2
-
-
-def test_a_gap_of_unknown_size_says_the_output_after_its_offset_was_lost(running):
-    _, attempt, client = running
-    body = {"chunks": [], "gaps": [{"seq": 0, "offset": 0, "bytes": 0, "reason": "rotated away"}]}
-    assert post_logs(client, attempt.pk, body).status_code == 200
-    assert "output after offset 0 was lost: rotated away" in stored(attempt)[0][1]
-    attempt.refresh_from_db()
-    assert attempt.log_truncated
