@@ -4,17 +4,48 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
+from dataclasses import dataclass
 
 from nodeagent import protocol
 from nodeagent.client import Refused, Unreachable
 from nodeagent.containers import create_kwargs
-from nodeagent.docker_runner import RunnerError
-from nodeagent.logship import LogShipper, Stale
+from nodeagent.docker_runner import ContainerGone, ContainerState, RunnerError, RunnerUnavailable
+from nodeagent.logship import LogCursor, LogShipper, Stale
 
 LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit"}
+INIT_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
+VANISHED = "the container disappeared: removed outside the agent (docker rm -f) or lost by the Docker engine"
+
+
+@dataclass(frozen=True)
+class Exit:
+    code: int | None
+    oom_killed: bool = False
+    vanished: bool = False
+    message: str = ""
+
+
+def classify_exit(*, code: int | None, state: ContainerState | None, engine_restarted: bool) -> Exit:
+    """How a container's run ended, from the engine's wait result and one inspect after it.
+
+    A container that is gone, being removed, or whose engine restarted under it did not end on its own:
+    the attempt is `lost` (the retry policy applies), never `failed` with no exit code.
+    """
+    if state is None or state.removing:
+        return Exit(code=None, vanished=True, message=VANISHED)
+    if engine_restarted:
+        return Exit(
+            code=None,
+            vanished=True,
+            message=f"the Docker engine restarted under the container (it exited with {state.exit_code})",
+        )
+    if code is None:
+        code = state.exit_code
+    return Exit(code=code, oom_killed=state.oom_killed)
 
 
 class AttemptRun:
@@ -31,6 +62,8 @@ class AttemptRun:
         self._stop_requested = threading.Event()
         self._stopping = False
         self._reader_done = threading.Event()
+        self._exited = threading.Event()
+        self._exit: Exit | None = None
         self._stream = None
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"euler-attempt-{self.attempt_id}")
         self.shipper = LogShipper(
@@ -107,7 +140,13 @@ class AttemptRun:
         try:
             runner.ensure_image(a.image)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
-            kwargs = create_kwargs(a, node_name=self.ex.node_name, **self.ex.container_options(a))
+            kwargs = create_kwargs(
+                a,
+                node_name=self.ex.node_name,
+                owner=self.ex.owner,
+                log_max_bytes=self.ex.container_log_bytes,
+                **self.ex.container_options(a),
+            )
             cid = runner.create_and_start(kwargs)
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
@@ -124,20 +163,23 @@ class AttemptRun:
             self.state = "running"  # just started: the exit, if any, is read after the log ends
         else:
             state = runner.inspect(cid)
-            if state is None:
+            if state is None or state.removing:
                 self.ex.log.info("attempt %s: its container is gone", self.attempt_id)
-                self.ex._forget_files(self.attempt_id)
-                return  # the server marks it lost when it is missing from our heartbeats
+                self._end(reason="lost", exit_code=None, message=VANISHED)
+                return
             self.state = "exited" if state.finished else "running"
         if not self.record.get("running_reported"):
             self._report({"state": "running", "container_id": cid})
             self.record["running_reported"] = True
             self._save()
-        reader = threading.Thread(target=self._read_logs, args=(cid,), daemon=True)
-        reader.start()
+        if self.shipper.capped:
+            self._reader_done.set()  # the log was full before a restart: nothing more to read
+        else:
+            threading.Thread(target=self._read_logs, args=(cid,), daemon=True).start()
+        threading.Thread(target=self._wait_exit, args=(cid,), daemon=True).start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         deadline = self.record.get("deadline")
-        while not self._reader_done.is_set():
+        while not (self._reader_done.is_set() and self._exited.is_set()):
             self._check_closing()
             if deadline and time.time() >= deadline and not self._stop_requested.is_set():
                 self.request_stop("timeout")
@@ -148,22 +190,79 @@ class AttemptRun:
                 ).start()
             if self.stale:
                 raise Stale("stale_attempt")
+            if self.shipper.capped and not self._reader_done.is_set():
+                self.close_reader()  # the server keeps no more: stop reading, wait for the exit only
             self.shipper.ship()
             self._wait_for_output()
-        final = runner.inspect(cid)
-        self.exit_code = final.exit_code if final else None
+        exit_ = self._exit
+        self.exit_code = exit_.code
         self.state = "exited"
         self._drain_logs()
         if self.stale:
             raise Stale("stale_attempt")
+        if exit_.vanished:
+            self.ex.log.warning("attempt %s: %s", self.attempt_id, exit_.message)
+            self._end(reason="lost", exit_code=None, message=exit_.message)
+            with contextlib.suppress(Exception):  # after an engine restart it is still there, exited
+                runner.remove(cid)
+            return
+        message = ""
         if self.stop_reason:
             reason = self.stop_reason
-        elif final is not None and final.oom_killed:
+        elif exit_.oom_killed:
             reason = "oom"
+        elif self.exit_code in (126, 127) and (message := self._init_exec_failure(cid)):
+            reason = "start_failed"  # the init could not exec the command: as Docker says without an init
         else:
             reason = "exited"
-        self._end(reason=reason, exit_code=self.exit_code, message=self.stop_message)
+        self._end(reason=reason, exit_code=self.exit_code, message=message or self.stop_message)
         runner.remove(cid)
+
+    def _init_exec_failure(self, cid: str) -> str:
+        """Docker's init (tini) reports a command it cannot exec on stderr and exits 126/127: its message."""
+        with contextlib.suppress(Exception):
+            stream = self.ex.runner.logs(cid, follow=False)
+            try:
+                for kind, data in stream:
+                    match = INIT_EXEC_FAILED.match(data.decode("utf-8", errors="replace"))
+                    return match.group(1) if kind == "stderr" and match else ""
+            finally:
+                stream.close()
+        return ""
+
+    def _wait_exit(self, cid: str) -> None:
+        """Wait for the container's exit (the engine's own event, not a sampled state), then classify it."""
+        runner = self.ex.runner
+        code, broken, delay = None, False, 0.2
+        try:
+            while not self.ex.closing.is_set():
+                try:
+                    code = runner.wait(cid)
+                    break
+                except ContainerGone:
+                    break
+                except RunnerUnavailable:
+                    broken = True  # the engine went away under the wait (restart): look again when it answers
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    with contextlib.suppress(RunnerUnavailable):
+                        seen = runner.inspect(cid)
+                        if seen is None or seen.finished or seen.removing:
+                            break
+            state = None
+            while not self.ex.closing.is_set():
+                try:
+                    state = runner.inspect(cid)
+                    break
+                except RunnerUnavailable:
+                    time.sleep(1.0)
+            self._exit = classify_exit(code=code, state=state, engine_restarted=broken)
+        except Exception:  # noqa: BLE001 - never leave the attempt without an end
+            self.ex.log.exception("attempt %s: waiting for the exit failed", self.attempt_id)
+            self._exit = classify_exit(code=code, state=None, engine_restarted=True)
+        finally:
+            self._exited.set()
+            self.shipper.wakeup.set()
 
     def _wait_for_output(self) -> None:
         """Sleep until output may be shipped (at once when it arrives after a quiet spell), at most LOOP_SECONDS."""
@@ -176,16 +275,28 @@ class AttemptRun:
             time.sleep(min(due, LOOP_SECONDS))
 
     def _read_logs(self, cid: str) -> None:
+        runner, cursor, finished = self.ex.runner, LogCursor(), False
         try:
-            while not self.ex.closing.is_set():
-                self._stream = self.ex.runner.logs(cid)
-                for stream, data in self._stream:
+            while not self.ex.closing.is_set() and not self.shipper.capped:
+                if cursor.since is None:
+                    self.shipper.rewind()  # from the first byte: the shipper skips what it already spooled
+                cursor.reopen()
+                # Once the container exited, one plain read from where the last stream stopped takes the rest.
+                self._stream = runner.stamped_logs(cid, follow=not finished, since_ns=cursor.since)
+                for stream, ts, data in self._stream.stamped():
+                    data = cursor.take(ts, data)
+                    if not data:
+                        continue
                     self.shipper.wait_for_room(self.ex.closing)
+                    if self.shipper.capped:
+                        break
                     self.shipper.feed(stream, data)
-                state = self.ex.runner.inspect(cid)
-                if state is None or state.finished:
+                if self.shipper.capped or finished:
                     break
-                self.shipper.rewind()  # a dropped follow stream: read again from the start, skipping what was fed
+                state = runner.inspect(cid)
+                if state is None or state.removing:
+                    break
+                finished = state.finished
         except Exception:  # noqa: BLE001 - the container ended or vanished; what was read is shipped
             self.ex.log.exception("attempt %s: reading logs failed", self.attempt_id)
         finally:
@@ -201,9 +312,9 @@ class AttemptRun:
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
 
-    def _send_logs(self, chunks: list[dict]) -> dict:
+    def _send_logs(self, body: dict) -> dict:
         path = protocol.PATH_ATTEMPT_LOGS.format(attempt_id=self.attempt_id)
-        return self.ex.call(path, {"chunks": chunks})
+        return self.ex.call(path, body)
 
     # --- reports ----------------------------------------------------------------------------------
     def _report(self, body: dict) -> protocol.ReportReply:

@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from nodeagent import protocol
+
 API_PREFIX = "/node-api/v1/"
 
 
@@ -84,8 +86,13 @@ class ControlPlaneClient:
         credential = self._credential
         if credential:
             headers["Authorization"] = f"Bearer {credential}"
+        content = None
+        if body is not None:
+            # The same encoder the log shipper sizes its batches with (protocol.MAX_LOG_REQUEST_BYTES).
+            content = protocol.encode_json(body)
+            headers["Content-Type"] = "application/json"
         try:
-            response = self._http.request(method, path.lstrip("/"), json=body, headers=headers, timeout=timeout)
+            response = self._http.request(method, path.lstrip("/"), content=content, headers=headers, timeout=timeout)
         except httpx.HTTPError as exc:
             raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
         try:

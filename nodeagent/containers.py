@@ -8,30 +8,56 @@ from __future__ import annotations
 
 from typing import Any
 
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, LogConfig
 
 from nodeagent import protocol
 
 DEFAULT_PIDS_LIMIT = 512
+DEFAULT_CONTAINER_LOG_BYTES = 64 * 1024 * 1024
+MIN_CONTAINER_LOG_BYTES = 1024 * 1024
+CONTAINER_LOG_FILES = 4
+# json-file rotates once a file reached max-size, so a file overshoots by at most one entry: a 16 KiB piece
+# of output, JSON-escaped (6 bytes per control byte), with its envelope.
+CONTAINER_LOG_ENTRY_BYTES = 128 * 1024
 MAX_PIDS_LIMIT = 65_536
 MIN_MEMORY_BYTES = 4 * 1024 * 1024
 
 
-def container_name(*, node_name: str, attempt_id: int) -> str:
-    return f"euler-{node_name}-a{attempt_id}"
+def container_name(*, node_name: str, attempt_id: int, owner: str = "") -> str:
+    return f"euler-{node_name}-{owner}-a{attempt_id}" if owner else f"euler-{node_name}-a{attempt_id}"
 
 
-def labels_for(*, node_name: str, job_id: int, attempt_id: int) -> dict[str, str]:
-    return {
+def labels_for(*, node_name: str, job_id: int, attempt_id: int, owner: str = "") -> dict[str, str]:
+    labels = {
         protocol.LABEL_MANAGED: "true",
         protocol.LABEL_JOB: str(job_id),
         protocol.LABEL_ATTEMPT: str(attempt_id),
         protocol.LABEL_NODE: node_name,
     }
+    if owner:
+        labels[protocol.LABEL_OWNER] = owner
+    return labels
+
+
+def container_log_config(max_bytes: int) -> LogConfig:
+    """The engine's copy of a job's log, bounded on disk at `max_bytes` whatever the job writes.
+
+    json-file, rotated over CONTAINER_LOG_FILES files: `docker logs` (the agent's reader and its replay after a
+    restart) reads across them, and rotation drops the oldest quarter at a time, so the newest ≥ 3/4 is kept.
+    """
+    max_bytes = max(int(max_bytes), MIN_CONTAINER_LOG_BYTES)
+    per_file = max_bytes // CONTAINER_LOG_FILES - CONTAINER_LOG_ENTRY_BYTES
+    return LogConfig(type="json-file", config={"max-size": str(per_file), "max-file": str(CONTAINER_LOG_FILES)})
 
 
 def create_kwargs(
-    assignment: protocol.Assignment | dict, *, node_name: str, network: str | None = None, disk_quota: bool = False
+    assignment: protocol.Assignment | dict,
+    *,
+    node_name: str,
+    owner: str = "",
+    log_max_bytes: int = DEFAULT_CONTAINER_LOG_BYTES,
+    network: str | None = None,
+    disk_quota: bool = False,
 ) -> dict[str, Any]:
     """The exact kwargs for `client.containers.create(**kwargs)`; unknown input fields are ignored.
 
@@ -46,14 +72,16 @@ def create_kwargs(
         "image": a.image,
         "command": list(a.command),
         "environment": {str(k): str(v) for k, v in a.env.items()},
-        "name": container_name(node_name=node_name, attempt_id=a.attempt_id),
-        "labels": labels_for(node_name=node_name, job_id=a.job_id, attempt_id=a.attempt_id),
+        "name": container_name(node_name=node_name, attempt_id=a.attempt_id, owner=owner),
+        "labels": labels_for(node_name=node_name, job_id=a.job_id, attempt_id=a.attempt_id, owner=owner),
         "nano_cpus": max(int(a.cpu_milli), 1) * 1_000_000,
         "mem_limit": memory,
         "memswap_limit": memory,
         "pids_limit": pids,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
+        "init": True,  # Docker's init as PID 1 forwards SIGTERM: a job that does not trap it still ends on cancel
+        "log_config": container_log_config(log_max_bytes),
         "detach": True,
     }
     if a.gpu_uuids:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import docker
+import requests
 from docker import errors as derrors
 from docker.models.containers import _create_container_args
 
@@ -23,6 +26,14 @@ class RunnerError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message[:2000]
+
+
+class ContainerGone(Exception):
+    """The container no longer exists."""
+
+
+class RunnerUnavailable(Exception):
+    """The Docker engine did not answer (restarting, socket closed)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,11 @@ class ContainerState:
     def finished(self) -> bool:
         return self.status in {"exited", "dead"}
 
+    @property
+    def removing(self) -> bool:
+        """`docker rm -f` from someone else: killed, then removed (the engine shows `removing` in between)."""
+        return self.status == "removing"
+
 
 def _state(attrs: dict) -> ContainerState:
     st = attrs.get("State") or {}
@@ -51,7 +67,7 @@ def _state(attrs: dict) -> ContainerState:
     return ContainerState(
         container_id=attrs["Id"],
         status=status,
-        exit_code=st.get("ExitCode") if status in {"exited", "dead"} else None,
+        exit_code=st.get("ExitCode") if status in {"exited", "dead", "removing"} else None,
         oom_killed=bool(st.get("OOMKilled")),
         labels=(attrs.get("Config") or {}).get("Labels") or {},
     )
@@ -60,16 +76,15 @@ def _state(attrs: dict) -> ContainerState:
 class LogStream:
     """Follows a container's stdout/stderr from the start: yields (stream, bytes) in Docker's stored order."""
 
-    def __init__(self, api, container_id: str):
-        self._res = api._get(
-            api._url("/containers/{0}/logs", container_id),
-            params={"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 0},
-            stream=True,
-        )
+    def __init__(self, api, container_id: str, *, follow: bool = True, since_ns: int | None = None, stamps=False):
+        params = {"stdout": 1, "stderr": 1, "follow": int(follow), "timestamps": int(stamps)}
+        if since_ns is not None:
+            params["since"] = f"{since_ns // 1_000_000_000}.{since_ns % 1_000_000_000:09d}"  # inclusive
+        self._res = api._get(api._url("/containers/{0}/logs", container_id), params=params, stream=True)
         api._raise_for_status(self._res)
         api._disable_socket_timeout(api._get_raw_response_socket(self._res))
 
-    def __iter__(self) -> Iterator[tuple[str, bytes]]:
+    def frames(self) -> Iterator[tuple[str, bytes]]:
         raw = self._res.raw
         try:
             while True:
@@ -84,9 +99,41 @@ class LogStream:
         except (OSError, ValueError, AttributeError):
             return  # closed under us: the reader is being shut down
 
+    __iter__ = frames
+
+    def stamped(self) -> Iterator[tuple[str, int | None, bytes]]:
+        """With `stamps=True`: (stream, the engine's timestamp in ns, bytes) per frame."""
+        seconds: dict[bytes, int] = {}
+        for kind, data in self.frames():
+            stamp, sep, rest = data.partition(b" ")
+            ts = parse_stamp(stamp, seconds) if sep else None
+            yield kind, ts, rest if ts is not None else data
+
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a dead socket is not an error
             self._res.close()
+
+
+def parse_stamp(stamp: bytes, cache: dict[bytes, int] | None = None) -> int | None:
+    """`2026-11-30T10:52:46.123456789Z` (RFC 3339, UTC, fraction trimmed) in ns since the epoch; None if not."""
+    if len(stamp) < 20 or not stamp.endswith(b"Z"):
+        return None
+    head, frac = stamp[:19], stamp[19:-1]
+    base = cache.get(head) if cache is not None else None
+    if base is None:
+        try:
+            base = calendar.timegm(time.strptime(head.decode("ascii"), "%Y-%m-%dT%H:%M:%S"))
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if cache is not None:
+            cache.clear()  # one second at a time: the cache never grows
+            cache[head] = base
+    nanos = 0
+    if frac:
+        if not frac.startswith(b".") or not frac[1:].isdigit():
+            return None
+        nanos = int(frac[1:10].ljust(9, b"0"))
+    return base * 1_000_000_000 + nanos
 
 
 class DockerRunner:
@@ -136,17 +183,29 @@ class DockerRunner:
         return cid
 
     # --- running containers ----------------------------------------------------------------
-    def logs(self, container_id: str) -> LogStream:
-        return LogStream(self.client.api, container_id)
+    def logs(self, container_id: str, *, follow: bool = True) -> LogStream:
+        return LogStream(self.client.api, container_id, follow=follow)
+
+    def stamped_logs(self, container_id: str, *, follow: bool = True, since_ns: int | None = None) -> LogStream:
+        """Frames with the engine's timestamps, from `since_ns` (inclusive) when given: see LogCursor."""
+        return LogStream(self.client.api, container_id, follow=follow, since_ns=since_ns, stamps=True)
 
     def wait(self, container_id: str) -> int:
-        return int(self.client.api.wait(container_id)["StatusCode"])
+        """Block until the container stops; its exit code as the engine recorded it."""
+        try:
+            return int(self.client.api.wait(container_id, timeout=None)["StatusCode"])
+        except derrors.NotFound:
+            raise ContainerGone(container_id) from None
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout, derrors.APIError) as exc:
+            raise RunnerUnavailable(str(exc)) from None
 
     def inspect(self, container_id: str) -> ContainerState | None:
         try:
             return _state(self.client.api.inspect_container(container_id))
         except derrors.NotFound:
             return None
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            raise RunnerUnavailable(str(exc)) from None
 
     def stop(self, container_id: str, *, grace: int = STOP_GRACE_SECONDS) -> None:
         """SIGTERM, `grace` seconds, then SIGKILL (Docker's stop)."""
@@ -164,18 +223,24 @@ class DockerRunner:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise
 
-    def list_managed(self, *, node_name: str) -> list[ContainerState]:
-        found = self.client.api.containers(
-            all=True, filters={"label": [f"{protocol.LABEL_MANAGED}=true", f"{protocol.LABEL_NODE}={node_name}"]}
-        )
+    def list_managed(self, *, node_name: str | None = None, owner: str | None = None) -> list[ContainerState]:
+        """Euler containers of this node name and/or this owner (an agent passes its owner: only its own)."""
+        labels = [f"{protocol.LABEL_MANAGED}=true"]
+        if node_name is not None:
+            labels.append(f"{protocol.LABEL_NODE}={node_name}")
+        if owner is not None:
+            labels.append(f"{protocol.LABEL_OWNER}={owner}")
+        found = self.client.api.containers(all=True, filters={"label": labels})
         states = []
         for c in found:
             attrs = {"Id": c["Id"], "State": {"Status": c.get("State", "")}, "Config": {"Labels": c.get("Labels")}}
             states.append(_state(attrs))
         return states
 
-    def find_attempt(self, *, node_name: str, attempt_id: int) -> ContainerState | None:
-        for c in self.list_managed(node_name=node_name):
+    def find_attempt(
+        self, *, attempt_id: int, node_name: str | None = None, owner: str | None = None
+    ) -> ContainerState | None:
+        for c in self.list_managed(node_name=node_name, owner=owner):
             if c.attempt_id == attempt_id:
                 return self.inspect(c.container_id)
         return None

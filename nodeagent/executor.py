@@ -15,8 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from nodeagent import protocol
+from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
+from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
 from nodeagent.disk import DiskGuard, StorageQuota
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 
@@ -49,12 +50,15 @@ class Executor:
         stop_grace: int | None = None,
         max_spool_bytes: int | None = None,
         egress=None,
+        owner: str | None = None,
     ):
         from nodeagent.docker_runner import DockerRunner
 
         self.client = client
         self.node_name = node_name
         self.state_dir = Path(state_dir)
+        # Containers carry this identity; only those are adopted and reaped (see state.owner_id).
+        self.owner = owner or state.owner_id(self.state_dir)
         self.log = logger or logging.getLogger("euler.nodeagent.executor")
         self.runner = runner or DockerRunner()
         # SIGTERM → this many seconds → SIGKILL when stopping a container (cancel, timeout, fencing).
@@ -64,6 +68,15 @@ class Executor:
         self.log_flush_seconds = env_number("EULER_AGENT_LOG_FLUSH_SECONDS", 0.2, 0.01, 10)
         self.max_spool_bytes = max_spool_bytes or int(
             env_number("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES, 1 << 20, 1 << 40)
+        )
+        # The engine's copy of each job's log is bounded on this node (json-file, rotated).
+        self.container_log_bytes = int(
+            env_number(
+                "EULER_NODE_MAX_CONTAINER_LOG_BYTES",
+                DEFAULT_CONTAINER_LOG_BYTES,
+                MIN_CONTAINER_LOG_BYTES,
+                1 << 40,
+            )
         )
         self.records_dir = self.state_dir / "attempts"
         self.spool_dir = self.state_dir / "logs"
@@ -87,7 +100,7 @@ class Executor:
             with contextlib.suppress(OSError, ValueError, KeyError):
                 rec = json.loads(path.read_text())
                 records[int(rec["attempt_id"])] = rec
-        for c in self.runner.list_managed(node_name=self.node_name):
+        for c in self.runner.list_managed(owner=self.owner):
             attempt_id = c.attempt_id
             if attempt_id is None:
                 continue
@@ -183,9 +196,12 @@ class Executor:
 
     # --- helpers ---------------------------------------------------------------------------------
     def reap(self) -> None:
-        """Remove euler containers of this node that no attempt here drives (strays, fenced leftovers)."""
+        """Remove this agent's containers that no attempt here drives (strays, fenced leftovers).
+
+        Only containers carrying this agent's owner label: another agent's, even of the same node name, are not ours.
+        """
         try:
-            for c in self.runner.list_managed(node_name=self.node_name):
+            for c in self.runner.list_managed(owner=self.owner):
                 with self._lock:
                     known = c.attempt_id in self._runs
                 if not known and not self.closing.is_set():
@@ -197,7 +213,7 @@ class Executor:
             self._reaping = False
 
     def _remove_attempt_container(self, attempt_id: int) -> None:
-        found = self.runner.find_attempt(node_name=self.node_name, attempt_id=attempt_id)
+        found = self.runner.find_attempt(owner=self.owner, attempt_id=attempt_id)
         if found is not None:
             self.runner.stop(found.container_id, grace=self.stop_grace)
             self.runner.remove(found.container_id)

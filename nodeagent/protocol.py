@@ -8,7 +8,8 @@ Paths are relative to `<control plane>/node-api/v1/`. Authentication: `Authoriza
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -21,17 +22,30 @@ PATH_ATTEMPT_REPORT = "attempts/{attempt_id}/report"
 PATH_ATTEMPT_LOGS = "attempts/{attempt_id}/logs"
 
 POLL_WAIT_SECONDS = 25
-MAX_LOG_CHUNK_BYTES = 64 * 1024
+MAX_LOG_CHUNK_BYTES = 64 * 1024  # raw output bytes in one chunk
+MAX_LOG_BATCH_CHUNKS = 64
+# The largest log request body, in bytes of `encode_json` output: the agent sizes its batches against it and
+# the server's log route accepts exactly this much. One chunk always fits: 64 KiB of control characters,
+# each escaped as `\u00XX`, encode to 384 KiB.
+MAX_LOG_REQUEST_BYTES = 4 * 1024 * 1024
 
 # Container labels the agent sets, used to adopt containers after a restart and to reap strays.
 LABEL_MANAGED = "euler.managed"
 LABEL_JOB = "euler.job"
 LABEL_ATTEMPT = "euler.attempt"
 LABEL_NODE = "euler.node"
+# Which agent owns the container: unique to the node and its control plane (node names are not: two
+# `make up` checkouts on one machine are both `local-<hostname>`). An agent adopts and reaps only its own.
+LABEL_OWNER = "euler.owner"
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")]
 LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=r"^[A-Za-z0-9._-]*$")]
+
+
+def encode_json(body: Any) -> bytes:
+    """The agent's request bodies, byte for byte: compact, UTF-8 (not \\u-escaped). Sizes are measured on this."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 class Strict(BaseModel):
@@ -167,11 +181,25 @@ class LogChunk(Strict):
     data: Annotated[str, StringConstraints(max_length=MAX_LOG_CHUNK_BYTES)]
 
 
+class LogGap(Strict):
+    """Output the server refused (a chunk answered 400 even alone): stored as a marker line in its place.
+
+    The attempt is flagged `log_truncated`, so nothing the agent read is ever dropped without a trace.
+    """
+
+    seq: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    bytes: int = Field(ge=0)  # raw output bytes the refused chunk held
+    reason: Annotated[str, StringConstraints(max_length=200)] = ""  # e.g. "400 invalid_log_batch"
+
+
 class LogBatch(Strict):
-    chunks: list[LogChunk] = Field(max_length=64)
+    chunks: list[LogChunk] = Field(default_factory=list, max_length=MAX_LOG_BATCH_CHUNKS)
+    gaps: list[LogGap] = Field(default_factory=list, max_length=MAX_LOG_BATCH_CHUNKS)
 
 
 class LogReply(Lenient):
     stored: int
     duplicates: int = 0
     last_seq: int | None = None
+    capped: bool = False  # the attempt's log reached EULER_MAX_LOG_BYTES (marker stored): send no more

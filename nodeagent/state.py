@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 from pathlib import Path
 
 CREDENTIAL_FILE = "credential"
 NODE_FILE = "node.json"
+INSTANCE_FILE = "instance"
 
 
 def ensure_dir(state_dir: Path) -> None:
@@ -58,3 +61,21 @@ def forget(state_dir: Path) -> None:
             (state_dir / name).unlink()
         except FileNotFoundError:
             pass
+
+
+def owner_id(state_dir: Path) -> str:
+    """This agent's identity on the Docker engine: `<node id>-<random id kept in the state dir>`.
+
+    Unique to this node of this control plane, unlike the node name; the random part is made once.
+    """
+    ensure_dir(state_dir)
+    path = state_dir / INSTANCE_FILE
+    try:
+        instance = path.read_text().strip()
+    except FileNotFoundError:
+        instance = ""
+    if not re.fullmatch(r"[0-9a-f]{16}", instance):
+        instance = secrets.token_hex(8)
+        _write_private(path, instance + "\n")
+    node_id = load_node(state_dir).get("node_id")
+    return f"{node_id}-{instance}" if isinstance(node_id, int) else instance

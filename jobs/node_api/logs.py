@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 
 from asgiref.sync import async_to_sync
@@ -20,10 +21,10 @@ from nodes.node_api.base import NodeAPIView
 
 log = logging.getLogger(__name__)
 
-# Bytes of log kept per attempt; past it one truncation marker is stored and the rest is dropped.
+# Bytes of log kept per attempt (stored UTF-8); past it one truncation marker is stored and the rest is dropped.
 DEFAULT_MAX_LOG_BYTES = env_int("EULER_MAX_LOG_BYTES", 10 * 1024 * 1024, minimum=1024)
-MAX_BODY_BYTES = 8 * 1024 * 1024  # 64 chunks of 64 KiB, JSON-escaped, fit comfortably
 TRUNCATION_MARKER = "\n[euler: log truncated: this attempt passed {limit} bytes of output]\n"
+GAP_MARKER = "\n[euler: log truncated: {bytes} bytes of output at offset {offset} were refused ({reason})]\n"
 
 
 class PayloadTooLarge(EulerError):
@@ -39,37 +40,69 @@ def _utf8_prefix(text: str, limit: int) -> str:
     return text.encode()[:limit].decode("utf-8", errors="ignore")
 
 
-def _check_sizes(request) -> None:
+def _read_body(request) -> None:
+    """Read the body under the protocol's own limit (not DATA_UPLOAD_MAX_MEMORY_SIZE): 413 past it.
+
+    DRF then parses the body kept here, so Django's global limit never applies to this route.
+    """
+    limit = protocol.MAX_LOG_REQUEST_BYTES
+    too_large = PayloadTooLarge(f"A log request body is at most {limit} bytes.", code="log_batch_too_large")
     length = request.META.get("CONTENT_LENGTH") or "0"
-    if length.isdigit() and int(length) > MAX_BODY_BYTES:
-        raise PayloadTooLarge(f"A log batch is at most {MAX_BODY_BYTES} bytes.")
+    if length.isdigit() and int(length) > limit:
+        raise too_large
+    django_request = request._request
+    body = django_request.read(limit + 1)
+    if len(body) > limit:
+        raise too_large
+    django_request._body = body
+    django_request._stream = io.BytesIO(body)
+
+
+def _check_sizes(request) -> None:
     data = request.data if isinstance(request.data, dict) else {}
     chunks = data.get("chunks")
     if not isinstance(chunks, list):
         return
-    if len(chunks) > 64:
-        raise PayloadTooLarge("A log batch holds at most 64 chunks.")
+    if len(chunks) > protocol.MAX_LOG_BATCH_CHUNKS:
+        raise PayloadTooLarge(f"A log batch holds at most {protocol.MAX_LOG_BATCH_CHUNKS} chunks.")
+    # A chunk holds MAX_LOG_CHUNK_BYTES of raw output; each raw byte is at most one U+FFFD (3 bytes) here.
+    most = 3 * protocol.MAX_LOG_CHUNK_BYTES
     for c in chunks:
         if isinstance(c, dict) and isinstance(c.get("data"), str):
-            if len(c["data"].encode("utf-8", errors="surrogatepass")) > protocol.MAX_LOG_CHUNK_BYTES:
-                raise PayloadTooLarge(f"A log chunk holds at most {protocol.MAX_LOG_CHUNK_BYTES} bytes of data.")
+            if len(c["data"].encode("utf-8", errors="surrogatepass")) > most:
+                raise PayloadTooLarge(f"A log chunk holds at most {protocol.MAX_LOG_CHUNK_BYTES} bytes of output.")
 
 
-def logs_ingest(*, attempt: Attempt, chunks: list[protocol.LogChunk]) -> dict:
-    """Store new chunks (duplicates ignored) within the per-attempt cap; publish them after commit."""
+def _capped(att: Attempt, limit: int) -> bool:
+    """The cap marker is stored: nothing more is kept. (A gap alone sets log_truncated below the cap.)"""
+    return att.log_truncated and att.log_bytes >= limit
+
+
+def logs_ingest(*, attempt: Attempt, chunks: list[protocol.LogChunk], gaps: list[protocol.LogGap] = ()) -> dict:
+    """Store new chunks and gap markers (duplicates ignored) within the per-attempt cap; publish after commit.
+
+    Output past the cap is cut at exactly the cap, one marker follows, and the reply says `capped` so that
+    the agent stops reading; a gap (output the agent could not deliver) stores a marker in its place.
+    Either sets `log_truncated`.
+    """
     limit = max_log_bytes()
     with transaction.atomic():
         locked = Attempt.objects.select_for_update().only("pk", "job_id", "number", "log_bytes", "log_truncated")
         att = locked.get(pk=attempt.pk)
-        wanted = {}
-        for c in chunks:
+        wanted: dict[int, protocol.LogChunk | protocol.LogGap] = {}
+        for c in [*chunks, *gaps]:
             wanted.setdefault(c.seq, c)
         known = set(LogChunk.objects.filter(attempt_id=att.pk, seq__in=list(wanted)).values_list("seq", flat=True))
         fresh = [wanted[s] for s in sorted(wanted) if s not in known]
-        rows, added, truncated = [], 0, att.log_truncated
+        rows, added, truncated, capped = [], 0, att.log_truncated, _capped(att, limit)
         for c in fresh:
-            if truncated:
-                break  # past the cap: dropped, and reported as stored so the agent moves on
+            if capped:
+                break  # past the cap: dropped (the marker is stored), reported as stored so the agent moves on
+            if isinstance(c, protocol.LogGap):
+                data = GAP_MARKER.format(bytes=c.bytes, offset=c.offset, reason=c.reason or "refused")
+                rows.append(LogChunk(attempt_id=att.pk, seq=c.seq, offset=c.offset, stream="stderr", data=data))
+                truncated = True
+                continue
             # Lone surrogates and NUL cannot be stored in PostgreSQL text: replaced, never a 500.
             data = c.data.encode("utf-8", errors="replace").decode().replace("\x00", "\ufffd")
             size, room = len(data.encode()), limit - att.log_bytes - added
@@ -77,7 +110,7 @@ def logs_ingest(*, attempt: Attempt, chunks: list[protocol.LogChunk]) -> dict:
                 data = _utf8_prefix(data, room)
                 size = len(data.encode())
                 data += TRUNCATION_MARKER.format(limit=limit)
-                truncated = True
+                truncated = capped = True
             rows.append(LogChunk(attempt_id=att.pk, seq=c.seq, offset=c.offset, stream=c.stream, data=data))
             added += size
         if rows:
@@ -97,7 +130,10 @@ def logs_ingest(*, attempt: Attempt, chunks: list[protocol.LogChunk]) -> dict:
             transaction.on_commit(lambda: _publish(att.job_id, messages))
             metrics.inc("euler_log_bytes_total", added)
     last_seq = max(wanted) if wanted else None
-    return {"stored": len(fresh), "duplicates": len(chunks) - len(fresh), "last_seq": last_seq}
+    reply = {"stored": len(fresh), "duplicates": len(chunks) + len(gaps) - len(fresh), "last_seq": last_seq}
+    if capped:
+        reply["capped"] = True
+    return reply
 
 
 def _publish(job_id: int, messages: list[dict]) -> None:
@@ -115,12 +151,13 @@ class AttemptLogsView(NodeAPIView):
     """POST /node-api/v1/attempts/{attempt_id}/logs — a LogBatch; answers a LogReply."""
 
     def post(self, request, attempt_id: int):
+        _read_body(request)
         _check_sizes(request)
         batch = self.parse(request, protocol.LogBatch, code="invalid_log_batch")
         if len({c.seq for c in batch.chunks}) != len(batch.chunks) and _conflicting(batch.chunks):
             raise InvalidInput("Two chunks in one batch share a seq with different data.", code="invalid_log_batch")
         attempt = current_attempt(node=request.node, attempt_id=attempt_id)
-        return Response(logs_ingest(attempt=attempt, chunks=list(batch.chunks)))
+        return Response(logs_ingest(attempt=attempt, chunks=list(batch.chunks), gaps=list(batch.gaps)))
 
 
 def _conflicting(chunks) -> bool:

@@ -87,7 +87,8 @@ class Euler:
     def containers(self, attempt_id: int) -> list[str]:
         """Ids of the attempt's containers (the low-level list: no inspect that races the agent's removal)."""
         found = docker.from_env().api.containers(all=True, filters={"label": f"{protocol.LABEL_ATTEMPT}={attempt_id}"})
-        return [c["Id"] for c in found]
+        # Other test runs on the same engine have attempts of the same id: only this platform's nodes count.
+        return [c["Id"] for c in found if (c.get("Labels") or {}).get(protocol.LABEL_NODE) in self.node_names]
 
     def cleanup(self) -> None:
         client = docker.from_env()

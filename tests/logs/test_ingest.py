@@ -73,7 +73,7 @@ def test_another_nodes_attempt_is_refused_with_409(running, other_node_and_crede
 
 def test_an_oversized_chunk_is_refused_with_413(running):
     _, attempt, client = running
-    r = post_logs(client, attempt.pk, [chunk(0, "欧" * 30000)])  # 90,000 bytes in 30,000 characters
+    r = post_logs(client, attempt.pk, [chunk(0, "欧" * 70000)])  # 210,000 bytes: more than 64 KiB of output can be
     assert r.status_code == 413 and r.json()["code"] == "log_chunk_too_large"
     r = post_logs(client, attempt.pk, [chunk(i, "x") for i in range(65)])
     assert r.status_code == 413
@@ -98,6 +98,14 @@ def test_a_malformed_batch_is_a_400(running, body):
     r = post_logs(client, attempt.pk, body)
     assert r.status_code == 400, r.content
     assert stored(attempt) == []
+
+
+def test_a_chunk_of_64_kib_of_invalid_utf8_replaced_by_the_agent_is_stored(running):
+    from nodeagent import protocol
+
+    _, attempt, client = running
+    r = post_logs(client, attempt.pk, [chunk(0, "\ufffd" * protocol.MAX_LOG_CHUNK_BYTES)])  # 192 KiB of UTF-8
+    assert r.status_code == 200, r.content[:200]
 
 
 def test_nul_is_stored_as_a_replacement_character_and_a_lone_surrogate_is_a_400(running):
@@ -127,3 +135,74 @@ def test_each_stored_chunk_is_published_to_the_jobs_group_after_commit(running):
         ("job.log", 1, "stderr", "two\n"),
     ]
     assert got[0]["attempt"] == 1 and got[0]["attempt_id"] == attempt.pk
+
+
+def _body_of_exactly(size: int) -> bytes:
+    """A valid LogBatch whose encoded body is exactly `size` bytes (chunks of ASCII, the last one padded)."""
+    from nodeagent import protocol
+
+    chunks, offset = [], 0
+    while True:
+        body = protocol.encode_json({"chunks": chunks})
+        missing = size - len(body)
+        if missing <= 0:
+            break
+        c = {"seq": len(chunks), "offset": offset, "stream": "stdout", "data": ""}
+        room = missing - len(protocol.encode_json(c)) - (1 if chunks else 0)
+        if room <= 0:  # no room for one more chunk: widen the previous one instead
+            chunks[-1]["data"] += "y" * missing
+            continue
+        c["data"] = "x" * min(room, protocol.MAX_LOG_CHUNK_BYTES)
+        chunks.append(c)
+        offset += len(c["data"])
+    body = protocol.encode_json({"chunks": chunks})
+    assert len(body) == size
+    return body
+
+
+def test_a_body_of_exactly_the_protocol_limit_is_stored_and_one_byte_more_is_a_413(running, settings):
+    from nodeagent import protocol
+
+    settings.EULER_MAX_LOG_BYTES = 8 * protocol.MAX_LOG_REQUEST_BYTES
+    _, attempt, client = running
+    limit = protocol.MAX_LOG_REQUEST_BYTES
+    assert limit > settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # the route does not depend on Django's global limit
+    body = _body_of_exactly(limit)
+    r = post_logs(client, attempt.pk, body.decode())
+    assert r.status_code == 200, r.content[:300]
+    attempt.refresh_from_db()
+    assert attempt.log_bytes == sum(len(c["data"]) for c in __import__("json").loads(body)["chunks"])
+    r = post_logs(client, attempt.pk, _body_of_exactly(limit + 1).decode())
+    assert r.status_code == 413 and r.json()["code"] == "log_batch_too_large"
+
+
+def test_a_gap_stores_a_marker_in_its_place_and_flags_the_attempt(running):
+    _, attempt, client = running
+    body = {
+        "chunks": [chunk(0, "before\n", offset=0), chunk(2, "after\n", offset=107)],
+        "gaps": [{"seq": 1, "offset": 7, "bytes": 100, "reason": "400 invalid_log_batch"}],
+    }
+    r = post_logs(client, attempt.pk, body)
+    assert r.status_code == 200 and r.json()["stored"] == 3 and not r.json().get("capped")
+    rows = stored(attempt)
+    assert rows[0] == (0, "before\n") and rows[2] == (2, "after\n")
+    assert "100 bytes of output at offset 7 were refused (400 invalid_log_batch)" in rows[1][1]
+    attempt.refresh_from_db()
+    assert attempt.log_truncated and attempt.log_bytes == len("before\nafter\n")
+
+
+def test_the_reply_says_capped_once_the_marker_is_stored_and_a_chunk_that_fills_the_cap_exactly_is_not(
+    running, settings
+):
+    settings.EULER_MAX_LOG_BYTES = 1024
+    _, attempt, client = running
+    r = post_logs(client, attempt.pk, [chunk(0, "a" * 1024)])
+    assert not r.json().get("capped")  # full, but nothing was cut yet
+    r = post_logs(client, attempt.pk, [chunk(1, "b")])
+    assert r.json()["capped"] is True
+    rows = stored(attempt)
+    assert rows[0][1] == "a" * 1024 and rows[1][1].startswith("\n[euler: log truncated")
+    attempt.refresh_from_db()
+    assert attempt.log_truncated and attempt.log_bytes == 1024
+    assert post_logs(client, attempt.pk, [chunk(2, "c")]).json()["capped"] is True
+    assert len(stored(attempt)) == 2

@@ -64,3 +64,11 @@ def test_poll_waits_are_bounded():
     assert protocol.PollRequest().wait == protocol.POLL_WAIT_SECONDS
     with pytest.raises(ValidationError):
         protocol.PollRequest(wait=61)
+
+
+def test_one_chunk_of_the_worst_output_always_fits_a_log_request():
+    worst = "\x01" * protocol.MAX_LOG_CHUNK_BYTES  # each control character escapes to 6 bytes
+    body = {"chunks": [{"seq": 10**12, "offset": 10**15, "stream": "stderr", "data": worst}]}
+    assert len(protocol.encode_json(body)) <= protocol.MAX_LOG_REQUEST_BYTES
+    replaced = "\ufffd" * protocol.MAX_LOG_CHUNK_BYTES  # invalid UTF-8, 3 bytes each
+    assert len(protocol.encode_json({"chunks": [{"data": replaced}]})) <= protocol.MAX_LOG_REQUEST_BYTES

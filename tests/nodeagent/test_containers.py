@@ -36,6 +36,11 @@ def test_it_builds_exactly_the_whitelisted_kwargs():
         "pids_limit": 512,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
+        "init": True,
+        "log_config": {
+            "Type": "json-file",
+            "Config": {"max-size": str(16 * 1024 * 1024 - 128 * 1024), "max-file": "4"},
+        },
         "detach": True,
         "network_mode": "none",
     }
@@ -106,3 +111,10 @@ def test_disk_bytes_becomes_a_storage_quota_only_where_the_driver_enforces_one()
     a = assignment(disk_bytes=1 << 30)
     assert "storage_opt" not in containers.create_kwargs(a, node_name="n1")
     assert containers.create_kwargs(a, node_name="n1", disk_quota=True)["storage_opt"] == {"size": str(1 << 30)}
+
+
+def test_the_engine_log_is_bounded_by_its_files_each_with_room_for_one_overshooting_entry():
+    config = containers.container_log_config(1024 * 1024)["Config"]
+    files, size = int(config["max-file"]), int(config["max-size"])
+    assert files * (size + containers.CONTAINER_LOG_ENTRY_BYTES) <= 1024 * 1024
+    assert containers.container_log_config(1)["Config"] == config  # never below the minimum

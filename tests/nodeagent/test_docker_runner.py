@@ -82,7 +82,7 @@ def test_an_absent_image_fails_fast_as_image_pull_failed(runner):
 def test_a_missing_executable_is_start_failed_with_dockers_message(runner):
     r, node = runner
     with pytest.raises(RunnerError) as err:
-        r.create_and_start(spec(node, ["/no/such/binary"]))
+        r.create_and_start(spec(node, ["/no/such/binary"]) | {"init": False})  # with the init: see test_executor
     assert err.value.reason == "start_failed"
     assert "no/such/binary" in err.value.message
     assert r.list_managed(node_name=node) == []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import logging
+import os
 import threading
 import time
 import uuid
@@ -29,6 +31,7 @@ class FakeControlPlane:
         self.down = False
         self.fenced: set[int] = set()
         self.stop_on_report: set[int] = set()
+        self.cap: int | None = None  # like EULER_MAX_LOG_BYTES: past it the reply says `capped`
 
     def call(self, method, path, body=None, timeout=10):
         if self.down:
@@ -44,7 +47,8 @@ class FakeControlPlane:
             stored = self.chunks.setdefault(attempt_id, {})
             for c in body["chunks"]:
                 stored.setdefault(c["seq"], c)
-            return {"stored": len(body["chunks"])}
+            kept = sum(len(c["data"]) for c in stored.values())
+            return {"stored": len(body["chunks"]), "capped": self.cap is not None and kept > self.cap}
 
     def ended(self, attempt_id: int) -> dict | None:
         return next((r for r in self.reports.get(attempt_id, []) if r["state"] == "ended"), None)
@@ -226,13 +230,52 @@ def test_an_exit_while_the_agent_was_down_is_reported_after_adoption(make_execut
     assert ended["exit_code"] == 5 and plane.log(12) == "done\n"
 
 
-def test_the_reaper_removes_euler_containers_that_no_attempt_drives(make_executor, node):
+def test_the_reaper_removes_its_own_containers_that_no_attempt_drives(make_executor, node):
     runner = DockerRunner()
-    stray = assignment(13, ["sleep", "60"])
-    runner.create_and_start(containers.create_kwargs(stray, node_name=node))
     ex = make_executor()
+    stray = assignment(13, ["sleep", "60"])
+    runner.create_and_start(containers.create_kwargs(stray, node_name=node, owner=ex.owner))
     ex.reap()
     assert container_gone(node, 13)
+
+
+def test_two_agents_of_the_same_name_on_one_engine_run_side_by_side_and_never_touch_each_others(node, tmp_path):
+    planes = [FakeControlPlane(), FakeControlPlane()]
+    agents = [
+        Executor(client=plane, node_name=node, state_dir=tmp_path / f"agent{i}", stop_grace=1)
+        for i, plane in enumerate(planes)
+    ]
+    try:
+        assert agents[0].owner != agents[1].owner
+        for i, ex in enumerate(agents):  # the same attempt id on both control planes: the worst case
+            ex.handle_assignment(assignment(15, ["sh", "-c", f"sleep 2; echo agent {i}"]))
+        for plane in planes:
+            wait_for(lambda plane=plane: plane.reports.get(15), "both running reports")
+        for ex in agents:
+            ex.reap()  # each sees only its own container, which it drives
+        third = Executor(client=FakeControlPlane(), node_name=node, state_dir=tmp_path / "agent2", stop_grace=1)
+        third.adopt()  # a third agent of that name (another checkout) starting up adopts nothing
+        third.reap()
+        assert third.running_attempts() == []
+        for i, plane in enumerate(planes):
+            ended = wait_for(lambda plane=plane: plane.ended(15), "both ended reports")
+            assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+            assert plane.log(15) == f"agent {i}\n"
+    finally:
+        for ex in agents:
+            ex.close()
+
+
+def test_a_container_removed_from_outside_mid_run_ends_lost_saying_it_disappeared(make_executor, plane, node):
+    ex = make_executor()
+    ex.handle_assignment(assignment(16, ["sh", "-c", "echo started; sleep 60"]))
+    wait_for(lambda: plane.chunks.get(16), "the first log chunk")
+    found = DockerRunner().find_attempt(owner=ex.owner, attempt_id=16)
+    DockerRunner().client.api.remove_container(found.container_id, force=True)  # docker rm -f by someone else
+    ended = wait_for(lambda: plane.ended(16), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("lost", None)
+    assert "container disappeared" in ended["message"]
+    assert plane.log(16) == "started\n"
 
 
 def test_the_env_reaches_the_container_but_never_the_agents_log(make_executor, plane, caplog):
@@ -242,3 +285,34 @@ def test_the_env_reaches_the_container_but_never_the_agents_log(make_executor, p
     wait_for(lambda: plane.ended(14), "the ended report")
     assert plane.log(14).strip() == str(len(secret) + 1)
     assert secret not in caplog.text
+
+
+def engine_log_bytes(log_path: str) -> int:
+    total = 0
+    for path in glob.glob(log_path + "*"):  # the live file and its rotated siblings
+        try:
+            total += os.stat(path).st_size
+        except FileNotFoundError:
+            pass  # rotated away between the listing and the stat
+    return total
+
+
+def test_a_flood_job_succeeds_and_the_engines_log_files_never_pass_the_bound(make_executor, plane, monkeypatch):
+    bound = 1024 * 1024
+    monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(bound))
+    plane.cap = 256 * 1024
+    ex = make_executor()
+    flood = "yes $(head -c 1000 /dev/zero | tr '\\0' y) | head -c 50000000"  # 50 MB of 1 KB lines, at full speed
+    ex.handle_assignment(assignment(17, ["sh", "-c", flood]))
+    found = wait_for(lambda: DockerRunner().find_attempt(owner=ex.owner, attempt_id=17), "the container")
+    log_path = DockerRunner().client.api.inspect_container(found.container_id)["LogPath"]
+    peak = 0
+    while not plane.ended(17):
+        size = engine_log_bytes(log_path)
+        if size > bound:  # a sample taken mid-rotation can count a renamed file twice: look again
+            size = min(size, engine_log_bytes(log_path))
+        peak = max(peak, size)
+        time.sleep(0.005)
+    ended = plane.ended(17)
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert 0 < peak <= bound

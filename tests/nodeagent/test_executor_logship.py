@@ -19,7 +19,8 @@ class FakeServer:
         self.down = False
         self.stale = False
 
-    def send(self, chunks):
+    def send(self, body):
+        chunks = body["chunks"]
         self.sent.extend(c["seq"] for c in chunks)
         if self.down:
             raise Unreachable("down")
@@ -175,3 +176,123 @@ def test_nul_bytes_become_replacement_characters_but_offsets_stay_exact(tmp_path
     s.ship(force=True)
     assert [c["data"] for c in server.stored.values()] == ["a\ufffdb\n", "c\n"]
     assert [c["offset"] for c in server.stored.values()] == [0, 4]
+
+
+class StrictServer(FakeServer):
+    """Refuses like the real route: bodies over the protocol limit with 413, and chosen seqs with 400."""
+
+    def __init__(self, *, body_limit=None, bad_seqs=(), cap=None):
+        super().__init__()
+        from nodeagent import protocol
+
+        self.body_limit = body_limit or protocol.MAX_LOG_REQUEST_BYTES
+        self.bad_seqs = set(bad_seqs)
+        self.cap = cap
+        self.sizes: list[int] = []
+        self.gaps: dict[int, dict] = {}
+        self.kept = 0
+
+    def send(self, body):
+        from nodeagent import protocol
+
+        size = len(protocol.encode_json(body))
+        self.sizes.append(size)
+        if size > self.body_limit:
+            raise Refused(413, "log_batch_too_large", {})
+        if any(c["seq"] in self.bad_seqs for c in body["chunks"]):
+            raise Refused(400, "invalid_log_batch", {})
+        for g in body.get("gaps", []):
+            self.gaps[g["seq"]] = g
+        capped = False
+        for c in body["chunks"]:
+            if self.cap is not None and self.kept + len(c["data"]) > self.cap:
+                capped = True
+                break
+            self.kept += len(c["data"])
+            self.stored.setdefault(c["seq"], c)
+        return {"stored": len(body["chunks"]), "capped": capped}
+
+
+def test_batches_are_sized_by_their_encoded_body_and_control_characters_arrive_byte_exact(tmp_path):
+    from nodeagent import protocol
+
+    server = StrictServer()
+    s = shipper(tmp_path, server)
+    raw = bytes(range(1, 32)) * 40_000  # each byte escapes to 6 on the wire: 1.2 MB becomes ~7 MB
+    for i in range(0, len(raw), 50_000):
+        s.feed("stdout", raw[i : i + 50_000])
+    s.finish()
+    assert s.ship(force=True) is True
+    assert max(server.sizes) <= protocol.MAX_LOG_REQUEST_BYTES and len(server.sizes) >= 2
+    assert server.text() == raw.decode()
+
+
+def test_a_batch_refused_as_too_large_is_split_and_sent_again(tmp_path):
+    server = StrictServer(body_limit=150_000)  # a server with a smaller limit than ours
+    s = shipper(tmp_path, server)
+    data = b"".join(f"line {i}\n".encode() for i in range(60_000))
+    s.feed("stdout", data)
+    s.finish()
+    assert s.ship(force=True) is True
+    assert server.text() == data.decode() and not server.gaps
+
+
+def test_a_chunk_refused_even_alone_becomes_a_recorded_gap_and_the_rest_is_stored(tmp_path):
+    server = StrictServer(bad_seqs={1})
+    s = shipper(tmp_path, server)
+    s.feed("stdout", b"a" * CHUNK_BYTES + b"b" * CHUNK_BYTES + b"c" * 10)
+    s.finish()
+    assert s.ship(force=True) is True
+    assert sorted(server.stored) == [0, 2]
+    assert server.gaps == {
+        1: {"seq": 1, "offset": CHUNK_BYTES, "bytes": CHUNK_BYTES, "reason": "400 invalid_log_batch"}
+    }
+
+
+def test_once_the_server_says_capped_nothing_more_is_taken_or_sent(tmp_path):
+    server = StrictServer(cap=100)
+    s = shipper(tmp_path, server)
+    s.feed("stdout", b"x" * 150)
+    s.finish()
+    assert s.ship(force=True) is True and s.capped
+    sent = len(server.sizes)
+    s.feed("stdout", b"more output\n")
+    s.finish()
+    assert s.ship(force=True) is True and len(server.sizes) == sent
+    assert shipper(tmp_path, server).capped  # remembered across an agent restart
+
+
+def test_reading_the_log_again_from_the_start_adds_only_what_is_new_even_mid_utf8_sequence(tmp_path):
+    server, clock = FakeServer(), Clock()
+    s = shipper(tmp_path, server, clock)
+    text = "欧拉 line\n".encode() * 3
+    s.feed("stdout", text[:4])  # ends inside the second character
+    s.ship()
+    s.rewind()  # the follow stream ended early: a plain read returns everything from the first byte
+    s.feed("stdout", text)
+    s.finish()
+    assert s.ship(force=True) is True
+    assert server.text() == text.decode()
+
+
+def test_a_reopened_stream_since_the_last_timestamp_takes_only_what_is_new():
+    from nodeagent.logship import LogCursor
+
+    cursor = LogCursor()
+    first = [(1, b"a" * 10), (1, b"b" * 5), (2, b"c" * 7)]
+    assert b"".join(cursor.take(ts, d) for ts, d in first) == b"a" * 10 + b"b" * 5 + b"c" * 7
+    cursor.reopen()  # the engine resends from timestamp 2 inclusive (and may resend older frames: dropped)
+    again = [(1, b"b" * 5), (2, b"c" * 7), (3, b"d" * 4), (3, b"e")]
+    assert b"".join(cursor.take(ts, d) for ts, d in again) == b"d" * 4 + b"e"
+    cursor.reopen()
+    assert cursor.take(3, b"d" * 4) == b"" and cursor.take(3, b"e") == b"" and cursor.take(4, b"f") == b"f"
+    assert cursor.take(None, b"unstamped") == b"unstamped"
+
+
+def test_the_engines_timestamps_parse_to_nanoseconds():
+    from nodeagent.docker_runner import parse_stamp
+
+    assert parse_stamp(b"1970-01-01T00:00:01.000000002Z") == 1_000_000_002
+    assert parse_stamp(b"1970-01-01T00:00:01.5Z") == 1_500_000_000
+    assert parse_stamp(b"1970-01-01T00:00:01Z") == 1_000_000_000
+    assert parse_stamp(b"not a stamp") is None

@@ -69,6 +69,8 @@ WHITELIST = {
     "device_requests",
     "network_mode",
     "storage_opt",
+    "init",  # set by the agent itself (Docker's init: signals reach the job)
+    "log_config",  # set by the agent itself (the engine's log is bounded)
 }
 
 
@@ -147,7 +149,9 @@ def test_a_tampered_assignment_run_by_the_agents_runner_gets_a_hardened_containe
     assert host["Memory"] == host["MemorySwap"] == 32 << 20
     assert not host.get("Sysctls") and not host.get("Tmpfs") and not host.get("PortBindings")
     assert not host.get("VolumesFrom") and not host.get("ExtraHosts") and not host.get("GroupAdd")
-    assert host.get("CgroupParent", "") == "" and not host.get("Dns") and not host.get("Init")
+    assert (
+        host.get("CgroupParent", "") == "" and not host.get("Dns") and host.get("Init") is True
+    )  # ours, not the tampered one
     assert config["User"] == "" and config["WorkingDir"] in {"", "/"}
     assert config["Entrypoint"] in (None, [])
     assert config["Labels"][protocol.LABEL_NODE] == node
