@@ -1,6 +1,6 @@
 """Hostile jobs: log bytes lost below the cap by output rate, the engine's log during a flood, cancel → gone.
 
-    .venv/bin/python bench/hostile.py [--cancels 20] [--flood-mb 300]
+    .venv/bin/python bench/hostile.py [--cancels 20] [--flood-mb 300] [--disk-runs 20]
 
 Boots the platform and one local agent like bench/job_latency.py (defaults: EULER_MAX_LOG_BYTES 10 MiB,
 EULER_NODE_MAX_CONTAINER_LOG_BYTES 64 MiB, stop grace 10 s), then:
@@ -12,7 +12,8 @@ EULER_NODE_MAX_CONTAINER_LOG_BYTES 64 MiB, stop grace 10 s), then:
    Also printed: the job's end state and the delay from the container's exit (engine's FinishedAt) to the job's end.
 3. cancel → container gone: `sleep 120` (no SIGTERM trap) is cancelled once running; the time from the POST to
    the container disappearing from the engine, p50/p99 over `--cancels` jobs.
-4. time from crossing disk_bytes to the stop: measured by the disk engineer's branch (see there).
+4. time from crossing disk_bytes to the stop: bench/hostile_disk.py's measure() (the agent's DiskGuard on the
+   local engine), p50/p99 over `--disk-runs` containers.
 """
 
 from __future__ import annotations
@@ -156,15 +157,21 @@ def cancel_to_gone(http, api, n: int) -> None:
     )
 
 
-def disk_stop_latency() -> None:
-    # TODO(disk engineer): time from crossing disk_bytes to the stop is measured on branch `disk`; the lead merges it.
-    print("4. time from crossing disk_bytes to the stop: see disk engineer (branch disk)")
+def disk_stop_latency(runs: int) -> None:
+    from bench.hostile_disk import measure
+
+    r = measure(runs=runs)
+    print(
+        f"4. crossing disk_bytes -> container stopped: p50 {r['p50'] * 1000:.0f} ms, "
+        f"p99 {r['p99'] * 1000:.0f} ms over {r['runs']} runs"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cancels", type=int, default=20)
     parser.add_argument("--flood-mb", type=int, default=300)
+    parser.add_argument("--disk-runs", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
         platform, http, _key = boot(Path(tmp))
@@ -175,7 +182,7 @@ def main() -> None:
             lost_below_cap(http)
             flood(http, api, args.flood_mb)
             cancel_to_gone(http, api, args.cancels)
-            disk_stop_latency()
+            disk_stop_latency(args.disk_runs)
         finally:
             platform.stop()
 
