@@ -23,7 +23,7 @@ EULER_NODE_OFFLINE_MISSED = env_int("EULER_NODE_OFFLINE_MISSED", 3, minimum=2)
 # Last-seen times live in Redis; they are written to the node rows (last_heartbeat_at) in one statement
 # this often. Heartbeat hooks (database reads) run at least this often per node, or when its work changed.
 EULER_NODE_SEEN_FLUSH_EVERY = env_float("EULER_NODE_SEEN_FLUSH_EVERY", 5.0, minimum=0.5)
-EULER_NODE_HOOKS_EVERY = env_float("EULER_NODE_HOOKS_EVERY", 30.0, minimum=0.0)
+EULER_NODE_HOOKS_EVERY = env_float("EULER_NODE_HOOKS_EVERY", 120.0, minimum=0.0)
 # Client networks allowed to call the node endpoints over plain HTTP (CIDRs); everyone else needs HTTPS.
 EULER_NODE_HTTP_ALLOWED_NETWORKS = env_list("EULER_NODE_HTTP_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
 # Threads (per web process) that do the database work of heartbeats and polls; each keeps a connection.

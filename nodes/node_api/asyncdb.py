@@ -17,6 +17,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIRequest
 from django.db import connections
+from django.http import HttpResponse
+from django.template.response import SimpleTemplateResponse
 
 _pool: ThreadPoolExecutor | None = None
 
@@ -43,5 +45,43 @@ def _in_pool(fn, *args):
 async def run_db(request, fn, *args):
     if isinstance(request, WSGIRequest):
         return await sync_to_async(fn)(*args)
+    # Through SyncToAsync (not a bare run_in_executor): code in the thread that calls async_to_sync (the
+    # channel layer's group_send) runs it on this event loop rather than on a new loop of its own.
+    return await sync_to_async(functools.partial(_in_pool, fn, *args), thread_sensitive=False, executor=pool())()
+
+
+async def run_light(request, fn, *args):
+    """`run_db` without SyncToAsync's bookkeeping, for work that never calls back into async code (the
+    heartbeat): the cheapest hop off the event loop."""
+    if isinstance(request, WSGIRequest):
+        return await sync_to_async(fn)(*args)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(pool(), functools.partial(_in_pool, fn, *args))
+
+
+def pooled_view(view):
+    """A sync view (DRF's dispatch) run on the node database pool rather than the one thread that Django gives
+    every sync view of an ASGI process: reports and log chunks from thousands of nodes would queue behind
+    each other and behind the API there. The response is rendered in the pool too."""
+
+    async def pooled(request, *args, **kwargs):
+        def call():
+            response = view(request, *args, **kwargs)
+            if isinstance(response, SimpleTemplateResponse):
+                response.render()
+            return response
+
+        response = await run_db(request, call)
+        if isinstance(response, SimpleTemplateResponse):  # rendered: hand Django a plain response
+            plain = HttpResponse(response.content, status=response.status_code)
+            for name, value in response.items():
+                plain[name] = value
+            return plain
+        return response
+
+    for attr in ("csrf_exempt", "view_class", "view_initkwargs", "cls", "initkwargs"):
+        if hasattr(view, attr):
+            setattr(pooled, attr, getattr(view, attr))
+    pooled.__name__ = getattr(view, "__name__", "pooled")
+    pooled.__doc__ = view.__doc__
+    return pooled

@@ -21,7 +21,7 @@ from nodeagent import protocol
 from nodes import channel, liveness, services
 from nodes.auth import authenticate_node, bearer
 from nodes.models import Approval, Node
-from nodes.node_api.asyncdb import run_db
+from nodes.node_api.asyncdb import run_db, run_light
 from nodes.node_api.base import NodeAPIView, https_ok
 
 
@@ -93,28 +93,28 @@ def _parse(model: type[pydantic.BaseModel], body: bytes, code: str):
         raise InvalidInput(f"{where}: {first['msg']}", code=code) from None
 
 
+def _heartbeat(raw: str | None, body: bytes, who: str) -> dict:
+    def parse() -> protocol.Heartbeat:
+        hb = _parse(protocol.Heartbeat, body, "invalid_heartbeat")
+        _check_version(hb.protocol_version)
+        return hb
+
+    return liveness.heartbeat(raw=raw, parse=parse, who=who).model_dump(mode="json")
+
+
 @csrf_exempt
 async def heartbeat(request: HttpRequest) -> JsonResponse:
     """The hot path: a node this process knows costs one Redis round trip and no database work (liveness.py)."""
     refused = _refuse(request)
     if refused is not None:
         return refused
-    body = request.body
-
-    def parse() -> protocol.Heartbeat:
-        hb = _parse(protocol.Heartbeat, body, "invalid_heartbeat")
-        _check_version(hb.protocol_version)
-        return hb
-
     try:
         raw = bearer(request.headers.get("Authorization"))
-        reply = await liveness.heartbeat(
-            raw=raw, parse=parse, who=ratelimit.client_ip(request), run_sync=functools.partial(run_db, request)
-        )
+        reply = await run_light(request, _heartbeat, raw, request.body, ratelimit.client_ip(request))
     except EulerError as exc:
         return _error(exc)
     metrics.inc("euler_heartbeats_total")
-    return JsonResponse(reply.model_dump(mode="json"))
+    return JsonResponse(reply)
 
 
 def _work_for(node_id: int, node: Node | None):
