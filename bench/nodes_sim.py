@@ -51,6 +51,16 @@ class Conn:
         self.reader = self.writer = None
 
     async def request(self, method: str, path: str, body: dict | None = None, headers: dict | None = None):
+        reused = self.writer is not None
+        try:
+            return await self._request(method, path, body, headers)
+        except (OSError, ConnectionError, asyncio.IncompleteReadError):
+            if not reused:
+                raise
+        # The server closed an idle keep-alive connection (uvicorn does after 5 s): a real client reconnects.
+        return await self._request(method, path, body, headers)
+
+    async def _request(self, method: str, path: str, body: dict | None, headers: dict | None):
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
         data = json.dumps(body).encode() if body is not None else b""
@@ -248,7 +258,7 @@ async def _agents_main(url: str, tokens: list[tuple[str, str]], cfg: dict, inbox
     parts = urlsplit(url)
     host, port = parts.hostname, parts.port or 80
     stats = Stats()
-    pools = (Pool(host, port, cfg["connections"]), Pool(host, port, cfg["connections"]))
+    pools = (Pool(host, port, cfg["beat_connections"]), Pool(host, port, cfg["connections"]))
     agents = [Agent(name, token, cfg, pools, stats, host, port) for name, token in tokens]
     sem = asyncio.Semaphore(cfg["connections"])
 
@@ -318,10 +328,11 @@ class Web:
 
 
 def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, run_time: float = 0.5,
-             log_chunks: int = 3, connections: int = 64, web_pid: int | None = None, prefix: str = "",
+             log_chunks: int = 3, connections: int = 64, beat_connections: int = 256, web_pid: int | None = None, prefix: str = "",
              settle: float = 10.0, jobs_timeout: float = 900.0, out=print) -> dict:  # fmt: skip
     """Run the phases against a platform at `url` on this process's database; returns the figures."""
     import httpx
+    from django.db import transaction
     from django.db.models import Count
 
     from jobs.models import Attempt, Job
@@ -331,10 +342,15 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
     from quotas.services import apikey_create, project_create
 
     prefix = prefix or f"sim{uuid.uuid4().hex[:5]}"
-    cfg = {"run_time": run_time, "log_chunks": log_chunks, "connections": connections}
+    cfg = {"run_time": run_time, "log_chunks": log_chunks, "connections": connections,
+           "beat_connections": beat_connections}  # fmt: skip
     web = Web(web_pid)
     t0 = time.time()
-    tokens = [(f"{prefix}-{i:05d}", enrollment_token_create(trust="platform", label=prefix)[1]) for i in range(nodes)]
+    tokens = []
+    for start in range(0, nodes, 500):  # one commit per 500: the service, not a shortcut, but not 10,000 fsyncs
+        with transaction.atomic():
+            tokens += [(f"{prefix}-{i:05d}", enrollment_token_create(trust="platform", label=prefix)[1])
+                       for i in range(start, min(start + 500, nodes))]  # fmt: skip
     out(f"  {nodes} enrollment tokens in {time.time() - t0:.1f} s")
     ctx = multiprocessing.get_context("spawn")
     workers = []
@@ -365,8 +381,10 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
         out(f"  enrolled {nodes} agents over HTTP in {time.time() - t0:.1f} s")
         t0 = time.time()
         ids = list(Node.objects.filter(name__startswith=f"{prefix}-").values_list("pk", flat=True))
-        for node in Node.objects.filter(pk__in=ids):
-            node_approve(node=node, trust="platform", public_pool=True)
+        for start in range(0, len(ids), 200):
+            with transaction.atomic():
+                for node in Node.objects.filter(pk__in=ids[start : start + 200]):
+                    node_approve(node=node, trust="platform", public_pool=True)
         out(f"  approved {len(ids)} nodes through node_approve in {time.time() - t0:.1f} s")
         started = time.time()
         from django.utils import timezone
@@ -513,7 +531,8 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=1, help="simulator processes")
     ap.add_argument("--run-time", type=float, default=0.5, help="seconds each simulated job runs")
     ap.add_argument("--log-chunks", type=int, default=3)
-    ap.add_argument("--connections", type=int, default=64, help="short-request connections per process")
+    ap.add_argument("--connections", type=int, default=64, help="report/log connections per process")
+    ap.add_argument("--beat-connections", type=int, default=256, help="heartbeat connections per process")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="platform setting")
     args = ap.parse_args()
 
@@ -541,6 +560,7 @@ def main() -> int:
         try:
             r = simulate(url, nodes=args.nodes, jobs=args.jobs, hold=args.hold, procs=args.procs,
                          run_time=args.run_time, log_chunks=args.log_chunks, connections=args.connections,
+                         beat_connections=args.beat_connections,
                          web_pid=pid)  # fmt: skip
         finally:
             if platform is not None:

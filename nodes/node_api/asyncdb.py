@@ -50,13 +50,23 @@ async def run_db(request, fn, *args):
     return await sync_to_async(functools.partial(_in_pool, fn, *args), thread_sensitive=False, executor=pool())()
 
 
+_beat_pool: ThreadPoolExecutor | None = None
+
+
+def beat_pool() -> ThreadPoolExecutor:
+    global _beat_pool
+    if _beat_pool is None:
+        _beat_pool = ThreadPoolExecutor(max_workers=settings.EULER_NODE_BEAT_THREADS, thread_name_prefix="node-beat")
+    return _beat_pool
+
+
 async def run_light(request, fn, *args):
-    """`run_db` without SyncToAsync's bookkeeping, for work that never calls back into async code (the
-    heartbeat): the cheapest hop off the event loop."""
+    """The heartbeat's hop off the event loop: threads of its own (a Redis round trip must not queue behind
+    reports and polls waiting on the database), without SyncToAsync's bookkeeping."""
     if isinstance(request, WSGIRequest):
         return await sync_to_async(fn)(*args)
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(pool(), functools.partial(_in_pool, fn, *args))
+    return await loop.run_in_executor(beat_pool(), functools.partial(_in_pool, fn, *args))
 
 
 def pooled_view(view):
