@@ -45,8 +45,15 @@ def _in_pool(fn, *args):
 async def run_db(request, fn, *args):
     if isinstance(request, WSGIRequest):
         return await sync_to_async(fn)(*args)
-    # Through SyncToAsync (not a bare run_in_executor): code in the thread that calls async_to_sync (the
-    # channel layer's group_send) runs it on this event loop rather than on a new loop of its own.
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(pool(), functools.partial(_in_pool, fn, *args))
+
+
+async def run_view(request, fn, *args):
+    """`run_db` through SyncToAsync: code in the thread that calls async_to_sync (the channel layer's
+    group_send when log chunks are stored) runs it on this event loop rather than on a new loop of its own."""
+    if isinstance(request, WSGIRequest):
+        return await sync_to_async(fn)(*args)
     return await sync_to_async(functools.partial(_in_pool, fn, *args), thread_sensitive=False, executor=pool())()
 
 
@@ -81,7 +88,7 @@ def pooled_view(view):
                 response.render()
             return response
 
-        response = await run_db(request, call)
+        response = await run_view(request, call)
         if isinstance(response, SimpleTemplateResponse):  # rendered: hand Django a plain response
             plain = HttpResponse(response.content, status=response.status_code)
             for name, value in response.items():

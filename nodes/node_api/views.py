@@ -140,13 +140,15 @@ async def poll(request: HttpRequest) -> JsonResponse:
         req = _parse(protocol.PollRequest, request.body, "invalid_poll")
         deadline = loop.time() + req.wait
         # The waiter is registered before the providers are first asked: no wake-up falls in between.
-        async with channel.Waiter(node.pk) as waiter:
-            assignments, commands = await run_db(request, _work_for, node.pk, node)
+        node_id = node.pk
+        async with channel.Waiter(node_id) as waiter:
+            assignments, commands = await run_db(request, _work_for, node_id, node)
+            node = None  # a held poll keeps no row, only the id
             while not (assignments or commands):
                 remaining = deadline - loop.time()
                 if remaining <= 0 or not await waiter.wait(remaining):
                     break
-                assignments, commands = await run_db(request, _work_for, node.pk, None)
+                assignments, commands = await run_db(request, _work_for, node_id, None)
     except EulerError as exc:
         return _error(exc)
     return JsonResponse(protocol.PollReply(assignments=assignments, commands=commands).model_dump(mode="json"))
