@@ -165,7 +165,7 @@ def heartbeat(
         results = pipe.execute()
     except RedisError:
         log.warning("heartbeat: Redis did not answer; writing the node row instead")
-        return full_heartbeat(raw, lambda: hb, who)
+        return _write_through(raw, lookup, known, hb, who)
     state = livestore.decode_hash(results[0])
     if state.get("v") != known.gen or (state.get("fp") or known.fp) != fp or not node.online:
         _forget(lookup)
@@ -180,6 +180,35 @@ def heartbeat(
     if due:
         commands = _run_hooks(node, hb, rfp, now)
     return _reply(node, interval, commands)
+
+
+def _write_through(raw: str, lookup: str, known: Known, hb: protocol.Heartbeat, who) -> protocol.HeartbeatReply:
+    """Redis is down: the heartbeat goes to the row, as before liveness moved to Redis. One UPDATE conditional
+    on every cached fact the reply depends on (credential, online, approval, draining, pinned GPUs); when one
+    changed it matches nothing and the full path runs (it needs Redis for the rate limit: 5xx until it is back)."""
+    node = copy.copy(known.node)
+    fields = _heartbeat_fields(hb, timezone.now())
+    gpus_moved = (
+        node.approval == Approval.APPROVED
+        and node.gpu_fingerprint
+        and policy.gpu_fingerprint(fields["gpus"]) != node.gpu_fingerprint
+    )
+    updated = 0
+    if not gpus_moved:
+        updated = Node.objects.filter(
+            pk=node.pk,
+            credential_digest=node.credential_digest,
+            online=True,
+            approval=node.approval,
+            draining=node.draining,
+            gpu_fingerprint=node.gpu_fingerprint,
+        ).update(**fields)
+    if updated != 1:
+        _forget(lookup)
+        return full_heartbeat(raw, lambda: hb, who)
+    for key, value in fields.items():
+        setattr(node, key, value)
+    return _reply(node, interval_now(), channel.heartbeat_commands(node, hb))
 
 
 def _run_hooks(node: Node, hb: protocol.Heartbeat, rfp: str, now: float) -> list:

@@ -211,3 +211,19 @@ def test_the_heartbeat_reply_carries_the_interval_from_the_live_budget(known_nod
     pipe.execute()
     liveness._registry["at"] = -1e9
     assert heartbeat(cred).json()["heartbeat_interval"] == pytest.approx(100)
+
+
+def test_with_redis_down_a_known_node_heartbeat_writes_the_row_as_before(known_node, heartbeat, monkeypatch):
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    node, cred = known_node
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
+
+    def down(*args, **kwargs):
+        raise RedisConnectionError("Redis is down")
+
+    monkeypatch.setattr(livestore, "client", down)
+    r = heartbeat(cred)
+    assert r.status_code == 200 and r.json()["approval"] == "approved"
+    node.refresh_from_db()
+    assert (timezone.now() - node.last_heartbeat_at).total_seconds() < 30
