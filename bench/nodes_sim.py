@@ -281,7 +281,9 @@ async def _agents_main(url: str, tokens: list[tuple[str, str]], cfg: dict, inbox
             stats.hb_latency.clear()
             stats.hb_errors.clear()
         elif command == "snapshot":
-            outbox.put(("snapshot", dict(stats.requests), dict(stats.runs)))
+            outbox.put(
+                ("snapshot", dict(stats.requests), dict(stats.runs), list(stats.hb_latency), dict(stats.hb_errors))
+            )
         elif command == "stop":
             stop.set()
             for t in tasks:
@@ -409,6 +411,12 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
         result["hold_seconds"] = h1 - h0
         result["web_cpu_hold"] = (cpu1 - cpu0) / (h1 - h0)
         result["web_rss_hold_end"] = web.rss()
+        held = [x for m in before_jobs for x in m[3]]
+        offline_so_far = NodeEvent.objects.filter(node_id__in=ids, kind=EventKind.OFFLINE, created_at__gte=run_start)
+        out(f"  hold {h1 - h0:.0f} s: {len(held)} heartbeats, {len(held) / (h1 - h0):.0f}/s, p50 {pct(held, 50) * 1000:.1f} ms, "
+            f"p99 {pct(held, 99) * 1000:.1f} ms, errors {_sum([m[4] for m in before_jobs]) or 0}; false offline "
+            f"{offline_so_far.count()}; web CPU {result['web_cpu_hold'] * 100:.0f}% of a core, RSS "
+            f"{result['web_rss_hold_end'] / 2**20:.0f} MiB")  # fmt: skip
 
         # jobs
         project = project_create(name=f"{prefix}-jobs")
@@ -533,6 +541,7 @@ def main() -> int:
     ap.add_argument("--log-chunks", type=int, default=3)
     ap.add_argument("--connections", type=int, default=64, help="report/log connections per process")
     ap.add_argument("--beat-connections", type=int, default=256, help="heartbeat connections per process")
+    ap.add_argument("--jobs-timeout", type=float, default=900.0, help="seconds to wait for the jobs to end")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="platform setting")
     args = ap.parse_args()
 
@@ -560,7 +569,7 @@ def main() -> int:
         try:
             r = simulate(url, nodes=args.nodes, jobs=args.jobs, hold=args.hold, procs=args.procs,
                          run_time=args.run_time, log_chunks=args.log_chunks, connections=args.connections,
-                         beat_connections=args.beat_connections,
+                         beat_connections=args.beat_connections, jobs_timeout=args.jobs_timeout,
                          web_pid=pid)  # fmt: skip
         finally:
             if platform is not None:
