@@ -383,10 +383,8 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
         out(f"  enrolled {nodes} agents over HTTP in {time.time() - t0:.1f} s")
         t0 = time.time()
         ids = list(Node.objects.filter(name__startswith=f"{prefix}-").values_list("pk", flat=True))
-        for start in range(0, len(ids), 200):
-            with transaction.atomic():
-                for node in Node.objects.filter(pk__in=ids[start : start + 200]):
-                    node_approve(node=node, trust="platform", public_pool=True)
+        for node in Node.objects.filter(pk__in=ids):  # one transaction each, as the admin's bulk action does
+            node_approve(node=node, trust="platform", public_pool=True)
         out(f"  approved {len(ids)} nodes through node_approve in {time.time() - t0:.1f} s")
         started = time.time()
         from django.utils import timezone

@@ -358,7 +358,8 @@ def flush_seen() -> int:
         log.warning("last-seen flush: Redis did not answer")
         return 0
     if rows:
-        write_last_seen(rows)
+        if not write_last_seen(rows):
+            return 0
         try:
             livestore.set_flushed(max(ts for _, ts in rows))
             livestore.forget_before(time.time() - max(3600.0, 10 * settings.EULER_NODE_HEARTBEAT_MAX_INTERVAL))
@@ -367,15 +368,23 @@ def flush_seen() -> int:
     return len(rows)
 
 
-def write_last_seen(rows: list[tuple[int, float]]) -> None:
-    """`last_heartbeat_at` for many nodes at once; never moves a row's time backwards."""
+FLUSH_LOCK = 0x6E6F6465  # advisory lock id: one flush at a time (two big UPDATEs could lock rows in crossed order)
+
+
+def write_last_seen(rows: list[tuple[int, float]]) -> bool:
+    """`last_heartbeat_at` for many nodes at once; never moves a row's time backwards. False when another
+    flush held the lock (nothing written)."""
     table = Node._meta.db_table
+    rows = sorted(rows)
     for i in range(0, len(rows), 5000):
         chunk = rows[i : i + 5000]
         if connection.vendor == "postgresql":
-            values = ",".join(["(%s::bigint, %s::timestamptz)"] * len(chunk))
-            params = [x for pk, ts in chunk for x in (pk, datetime.fromtimestamp(ts, tz=UTC))]
-            with connection.cursor() as cursor:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FLUSH_LOCK])
+                if not cursor.fetchone()[0]:
+                    return False  # another flush is writing: ours is offered again next time
+                values = ",".join(["(%s::bigint, %s::timestamptz)"] * len(chunk))
+                params = [x for pk, ts in chunk for x in (pk, datetime.fromtimestamp(ts, tz=UTC))]
                 cursor.execute(
                     f'UPDATE "{table}" AS n SET last_heartbeat_at = v.ts FROM (VALUES {values}) AS v(id, ts) '  # noqa: S608 - table from the model, values bound
                     "WHERE n.id = v.id AND (n.last_heartbeat_at IS NULL OR n.last_heartbeat_at < v.ts)",
@@ -384,6 +393,7 @@ def write_last_seen(rows: list[tuple[int, float]]) -> None:
         else:
             objs = [Node(pk=pk, last_heartbeat_at=datetime.fromtimestamp(ts, tz=UTC)) for pk, ts in chunk]
             Node.objects.bulk_update(objs, ["last_heartbeat_at"], batch_size=500)
+    return True
 
 
 def live_last_seen(nodes) -> list:
