@@ -141,16 +141,35 @@ def _reply(node: Node, interval: float, commands) -> protocol.HeartbeatReply:
 
 
 # --- the fast path (no database) ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Later:
+    """What the fast path leaves to a database thread: the full path, or the hooks (`node` given)."""
+
+    hb: protocol.Heartbeat
+    node: Node | None = None
+    rfp: str = ""
+    now: float = 0.0
+    interval: float = 0.0
+    gap: bool = False  # heartbeats came back after none for a while (or into an emptied Redis)
+    previous: float | None = None  # the newest heartbeat before this one, when known
+
+
 def heartbeat(
     *, raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None = None
 ) -> protocol.HeartbeatReply:
-    """A heartbeat from a presented credential: one Redis round trip for a node this process knows (sync:
-    redis-py's asyncio client costs three times the CPU of its plain one), else the full path."""
+    """A heartbeat, all in the calling thread (the test client, WSGI)."""
+    found = fast_heartbeat(raw=raw, parse=parse)
+    return finish_heartbeat(raw=raw, found=found, parse=parse, who=who)
+
+
+def fast_heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]):
+    """The Redis-only part: a reply for a node this process knows and nothing changed; a `Later` when the
+    full path or the hooks must run (database work, for another pool); None for a node it does not know."""
     lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
     with _known_lock:
         known = _known.get(lookup) if lookup else None
     if known is None or not tokens.matches(raw, known.node.credential_digest):
-        return full_heartbeat(raw, parse, who)
+        return None
     hb = parse()
     node = known.node
     fields = _heartbeat_fields(hb, None)
@@ -165,21 +184,41 @@ def heartbeat(
         results = pipe.execute()
     except RedisError:
         log.warning("heartbeat: Redis did not answer; writing the node row instead")
-        return _write_through(raw, lookup, known, hb, who)
+        return Later(hb=hb, node=None, rfp="redis-down")
     state = livestore.decode_hash(results[0])
     if state.get("v") != known.gen or (state.get("fp") or known.fp) != fp or not node.online:
         _forget(lookup)
-        return full_heartbeat(raw, lambda: hb, who)
+        return Later(hb=hb)
     previous = livestore.as_float(results[3])
     if previous is None or now - previous > settings.EULER_NODE_OFFLINE_AFTER / 2:
-        _note_resumed(now, previous)
-    commands: list = []
+        return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval, gap=True, previous=previous)
     due = policy.hooks_due(full_path=False, running_changed=state.get("rfp") != rfp,
                            last_run=livestore.as_float(state.get("hk")), now=now,
                            every=settings.EULER_NODE_HOOKS_EVERY)  # fmt: skip
     if due:
-        commands = _run_hooks(node, hb, rfp, now)
-    return _reply(node, interval, commands)
+        return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval)
+    return _reply(node, interval, [])
+
+
+def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Heartbeat], who: str | None):
+    """The database part of a heartbeat the fast path could not answer alone."""
+    if isinstance(found, protocol.HeartbeatReply):
+        return found
+    if found is None:
+        return full_heartbeat(raw, parse, who)
+    if found.rfp == "redis-down":
+        lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+        with _known_lock:
+            known = _known.get(lookup) if lookup else None
+        if known is not None:
+            return _write_through(raw, lookup, known, found.hb, who)
+        return full_heartbeat(raw, lambda: found.hb, who)
+    if found.node is None:
+        return full_heartbeat(raw, lambda: found.hb, who)
+    if found.gap:
+        _note_resumed(found.now, found.previous)
+    commands = _run_hooks(found.node, found.hb, found.rfp, found.now)
+    return _reply(found.node, found.interval, commands)
 
 
 def _write_through(raw: str, lookup: str, known: Known, hb: protocol.Heartbeat, who) -> protocol.HeartbeatReply:

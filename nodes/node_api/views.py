@@ -93,24 +93,38 @@ def _parse(model: type[pydantic.BaseModel], body: bytes, code: str):
         raise InvalidInput(f"{where}: {first['msg']}", code=code) from None
 
 
-def _heartbeat(raw: str | None, body: bytes, who: str) -> dict:
+def _parser(body: bytes):
     def parse() -> protocol.Heartbeat:
         hb = _parse(protocol.Heartbeat, body, "invalid_heartbeat")
         _check_version(hb.protocol_version)
         return hb
 
-    return liveness.heartbeat(raw=raw, parse=parse, who=who).model_dump(mode="json")
+    return parse
+
+
+def _fast(raw: str | None, body: bytes):
+    return liveness.fast_heartbeat(raw=raw, parse=_parser(body))
+
+
+def _finish(raw: str | None, found, body: bytes, who: str) -> dict:
+    return liveness.finish_heartbeat(raw=raw, found=found, parse=_parser(body), who=who).model_dump(mode="json")
 
 
 @csrf_exempt
 async def heartbeat(request: HttpRequest) -> JsonResponse:
-    """The hot path: a node this process knows costs one Redis round trip and no database work (liveness.py)."""
+    """The hot path: a node this process knows costs one Redis round trip on the heartbeat threads and no
+    database work; what needs the database (a change, the hooks) continues on the database threads, so a
+    slow database never holds up the heartbeats that do not need it (liveness.py)."""
     refused = _refuse(request)
     if refused is not None:
         return refused
     try:
         raw = bearer(request.headers.get("Authorization"))
-        reply = await run_light(request, _heartbeat, raw, request.body, ratelimit.client_ip(request))
+        found = await run_light(request, _fast, raw, request.body)
+        if isinstance(found, protocol.HeartbeatReply):
+            reply = found.model_dump(mode="json")
+        else:
+            reply = await run_db(request, _finish, raw, found, request.body, ratelimit.client_ip(request))
     except EulerError as exc:
         return _error(exc)
     metrics.inc("euler_heartbeats_total")
