@@ -261,6 +261,8 @@ def main() -> int:
     ap.add_argument("--warm-up", type=int, default=3, metavar="R", help="unmeasured heartbeats per node first")
     ap.add_argument("--no-hooks", action="store_true", help="serve without the other apps' heartbeat hooks")
     ap.add_argument("--calibrate", action="store_true", help="closed loop against GET /healthz (a no-op view) too")
+    ap.add_argument("--rounds", type=int, default=4, help="with --closed --calibrate: alternating rounds")
+    ap.add_argument("--server-pid", type=int, help="with --url: the server process whose CPU to measure")
     args = ap.parse_args()
 
     setup_django()
@@ -273,14 +275,34 @@ def main() -> int:
             proc, url = start_server(args.workers, app)
         if args.warm_up:
             asyncio.run(warm_up(url, creds, args.warm_up))
-        if args.closed:
+        server = ServerCpu(proc.pid if proc else args.server_pid)
+        if args.calibrate and args.closed:
+            # Alternate heartbeats and the no-op in short rounds: on a shared machine the load drifts.
+            mode = f"closed loop, {args.closed} clients, {args.rounds} alternating rounds"
+            result, noop = _empty(), _empty()
+            for _ in range(args.rounds):
+                _add(
+                    result,
+                    server.measure(
+                        lambda: asyncio.run(closed_loop(url, creds, args.closed, args.duration / args.rounds))
+                    ),
+                )
+                _add(
+                    noop,
+                    server.measure(
+                        lambda: asyncio.run(closed_loop(url, [], args.closed, args.duration / args.rounds, noop=True))
+                    ),
+                )
+        elif args.closed:
             mode = f"closed loop, {args.closed} clients"
-            result = asyncio.run(closed_loop(url, creds, args.closed, args.duration))
+            result = server.measure(lambda: asyncio.run(closed_loop(url, creds, args.closed, args.duration)))
         else:
             mode = f"open loop, offered {args.nodes / args.interval:.0f}/s, {args.connections} connections"
-            result = asyncio.run(open_loop(url, creds, args.interval, args.duration, args.connections))
-        if args.calibrate:
-            noop = asyncio.run(closed_loop(url, [], max(args.closed, 16), min(args.duration, 10), noop=True))
+            result = server.measure(
+                lambda: asyncio.run(open_loop(url, creds, args.interval, args.duration, args.connections))
+            )
+        if args.calibrate and not args.closed:
+            noop = server.measure(lambda: asyncio.run(closed_loop(url, [], 16, min(args.duration, 10), noop=True)))
     finally:
         if proc is not None:
             proc.terminate()
@@ -296,12 +318,57 @@ def main() -> int:
         print(
             f"  latency p50 {pct(lat, 50) * 1000:.1f} ms, p99 {pct(lat, 99) * 1000:.1f} ms, mean {statistics.mean(lat) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms"
         )
+    if result.get("cpu") is not None and result["ok"]:
+        print(f"  web CPU {result['cpu'] / result['ok'] * 1e6:.0f} µs per heartbeat")
     if args.calibrate:
         nl = noop["latencies"]
+        hb_rate, noop_rate = result["ok"] / result["elapsed"], noop["ok"] / noop["elapsed"]
         print(
-            f"  calibration: no-op GET /healthz, closed loop: {noop['ok'] / noop['elapsed']:.0f}/s, p50 {pct(nl, 50) * 1000:.1f} ms, errors {noop['errors'] or 0}"
+            f"  calibration: no-op GET /healthz, closed loop: {noop_rate:.0f}/s, p50 {pct(nl, 50) * 1000:.1f} ms, errors {noop['errors'] or 0}"
         )
+        print(f"  ratio heartbeats/s ÷ no-op/s: {hb_rate / noop_rate:.2f}")
+        if noop.get("cpu") is not None and noop["ok"] and result["ok"]:
+            per_hb, per_noop = result["cpu"] / result["ok"], noop["cpu"] / noop["ok"]
+            print(
+                f"  web CPU per request: no-op {per_noop * 1e6:.0f} µs; ratio no-op ÷ heartbeat {per_noop / per_hb:.2f}"
+            )
     return 0
+
+
+def _empty() -> dict:
+    return {"sent": 0, "ok": 0, "errors": {}, "elapsed": 0.0, "latencies": [], "cpu": 0.0}
+
+
+def _add(total: dict, part: dict) -> None:
+    for key in ("sent", "ok", "elapsed"):
+        total[key] += part[key]
+    total["latencies"] += part["latencies"]
+    for k, v in part["errors"].items():
+        total["errors"][k] = total["errors"].get(k, 0) + v
+    total["cpu"] = None if total["cpu"] is None or part.get("cpu") is None else total["cpu"] + part["cpu"]
+
+
+class ServerCpu:
+    """CPU seconds the server (and its worker processes) spend during a phase: on a shared machine this is
+    steadier than the rate."""
+
+    def __init__(self, pid: int | None) -> None:
+        import psutil
+
+        self.proc = psutil.Process(pid) if pid else None
+
+    def cpu(self) -> float | None:
+        if self.proc is None:
+            return None
+        procs = [self.proc, *self.proc.children(recursive=True)]
+        return sum(sum(p.cpu_times()[:2]) for p in procs)
+
+    def measure(self, run) -> dict:
+        before = self.cpu()
+        result = run()
+        after = self.cpu()
+        result["cpu"] = None if before is None else after - before
+        return result
 
 
 if __name__ == "__main__":

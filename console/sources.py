@@ -41,7 +41,9 @@ def nodes_for(project: Project) -> dict | None:
     Node = model("nodes", "Node")
     if Node is None:
         return None
-    own = list(Node.objects.filter(owner_project=project).order_by("name"))
+    from nodes.liveness import live_last_seen
+
+    own = live_last_seen(Node.objects.filter(owner_project=project).order_by("name"))  # Redis: the live time
     pool = list(Node.objects.filter(approval="approved", public_pool=True).exclude(owner_project=project))
     platform = list(Node.objects.filter(approval="approved", trust="platform", owner_project__isnull=True))
     shared = {n.pk: n for n in pool + platform}.values()

@@ -12,6 +12,7 @@ from django.utils import timezone
 from jobs.models import Attempt, Job
 from jobs.states import ATTEMPT_ACTIVE, AttemptState
 from nodeagent import protocol
+from nodes import channel
 
 PLATFORM = "platform"
 
@@ -75,9 +76,10 @@ def poll_provider(node) -> tuple[list[protocol.Assignment], list[protocol.Comman
     return assignments, commands
 
 
-def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
+def heartbeat_hook(node, hb: protocol.Heartbeat) -> channel.Commands:
     """Stop containers the node runs for attempts that are not current (or must stop); settle the attempts
-    whose containers the node no longer lists. At most two indexed queries per heartbeat."""
+    whose containers the node no longer lists. At most two indexed queries; asks for the next heartbeat too
+    while an unlisted attempt waits to be settled."""
     from jobs import attempts, usage
 
     now = timezone.now()
@@ -110,10 +112,13 @@ def heartbeat_hook(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
         .exclude(pk__in=listed)
         .values_list("pk", "state", "stop_reason", "stop_sent_at", "started_at")
     )
+    again = False
     for attempt_id, state, stop_reason, stop_sent_at, started_at in list(unlisted):
         if stop_reason and stop_sent_at is not None and stop_sent_at < stopped_before:
             attempts.attempt_gone(attempt_id=attempt_id, now=now)  # stopped as asked
         elif not stop_reason and state == AttemptState.RUNNING and started_at and started_at < started_before:
             # Running here for a while, yet the node does not list it (a restart found no container): lost.
             attempts.attempt_missing(attempt_id=attempt_id, now=now)
-    return commands
+        elif stop_reason or state == AttemptState.RUNNING:
+            again = True  # not settled yet: look again on the next heartbeat
+    return channel.Commands(commands, again=again)

@@ -105,7 +105,7 @@ class NodeAdmin(admin.ModelAdmin):
         "region",
         "gpu_summary",
         "job_egress",
-        "last_heartbeat_at",
+        "last_seen",
         "owner_project",
     ]
     list_filter = ["approval", "trust", "online", "draining", "public_pool", "region"]
@@ -126,6 +126,7 @@ class NodeAdmin(admin.ModelAdmin):
         "approval",
         "draining",
         "online",
+        "last_seen",
         "last_heartbeat_at",
         "cpu_milli",
         "memory_bytes",
@@ -148,6 +149,13 @@ class NodeAdmin(admin.ModelAdmin):
         return False
 
     @admin.display(description="GPUs")
+    @admin.display(description="last seen", ordering="last_heartbeat_at")
+    def last_seen(self, obj: Node):
+        """The live time from Redis (the row's last_heartbeat_at trails it by a batch flush)."""
+        from nodes.liveness import live_last_seen
+
+        return live_last_seen([obj])[0].last_heartbeat_at
+
     def gpu_summary(self, obj: Node) -> str:
         if not obj.gpus:
             return "—"

@@ -3,3 +3,12 @@ from django.apps import AppConfig
 
 class NodesConfig(AppConfig):
     name = "nodes"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_delete, post_save
+
+        from nodes import signals
+        from nodes.models import Node
+
+        post_save.connect(signals.node_row_changed, sender=Node, dispatch_uid="nodes.row_changed")
+        post_delete.connect(signals.node_row_deleted, sender=Node, dispatch_uid="nodes.row_deleted")

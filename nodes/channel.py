@@ -48,10 +48,23 @@ def poll_work(node) -> tuple[list[protocol.Assignment], list[protocol.Command]]:
     return assignments, commands
 
 
-def heartbeat_commands(node, hb: protocol.Heartbeat) -> list[protocol.Command]:
-    commands: list[protocol.Command] = []
+class Commands(list):
+    """What a heartbeat hook may return instead of a plain list: its commands, and `again=True` when it is
+    waiting for something (a stopped container to disappear, a grace to pass) and wants the next heartbeat.
+    Hooks are not run on every heartbeat: on the full path, when the node's listed attempts change, when a
+    hook asked `again`, and at least every EULER_NODE_HOOKS_EVERY seconds."""
+
+    def __init__(self, items=(), *, again: bool = False) -> None:
+        super().__init__(items)
+        self.again = again
+
+
+def heartbeat_commands(node, hb: protocol.Heartbeat) -> Commands:
+    commands = Commands()
     for fn in _heartbeat_hooks:
-        commands.extend(fn(node, hb))
+        found = fn(node, hb)
+        commands.extend(found)
+        commands.again = commands.again or bool(getattr(found, "again", False))
     return commands
 
 

@@ -9,19 +9,32 @@ EULER_NODE_OFFLINE_AFTER = env_float("EULER_NODE_OFFLINE_AFTER", 30.0, minimum=1
 EULER_NODE_SILENCE_HOLD = env_float("EULER_NODE_SILENCE_HOLD", 90.0, minimum=0.0)
 # How often the beat task looks for silent nodes.
 EULER_NODE_OFFLINE_CHECK_EVERY = env_float("EULER_NODE_OFFLINE_CHECK_EVERY", 5.0, minimum=0.5)
-# Heartbeat interval told to nodes: at least MIN, scaled so that all nodes together send at most
-# MAX_RATE per second (Nomad-style), never above half the offline window; shortened by up to JITTER.
+# Heartbeat interval told to nodes: at least MIN, scaled so that all nodes together send at most the
+# summed budgets of the live web processes, at most MAX_INTERVAL; shortened by up to JITTER.
 EULER_NODE_HEARTBEAT_MIN_INTERVAL = env_float("EULER_NODE_HEARTBEAT_MIN_INTERVAL", 5.0, minimum=0.1)
-EULER_NODE_HEARTBEAT_MAX_RATE = env_float("EULER_NODE_HEARTBEAT_MAX_RATE", 1000.0, minimum=1.0)
+EULER_NODE_HEARTBEAT_MAX_INTERVAL = env_float("EULER_NODE_HEARTBEAT_MAX_INTERVAL", 60.0, minimum=0.1)
 EULER_NODE_HEARTBEAT_JITTER = env_float("EULER_NODE_HEARTBEAT_JITTER", 0.1, minimum=0.0)
+# Heartbeats/s this web process offers (registered in Redis while it lives; BENCHMARKS.md has the measure).
+EULER_NODE_HEARTBEAT_BUDGET = env_float("EULER_NODE_HEARTBEAT_BUDGET", 1000.0, minimum=1.0)
+# A web process's registration lives this long unless renewed (it renews every third of it while serving).
+EULER_NODE_WEB_TTL = env_float("EULER_NODE_WEB_TTL", 15.0, minimum=1.0)
+# A node is never marked offline before it has missed this many of its own heartbeat intervals.
+EULER_NODE_OFFLINE_MISSED = env_int("EULER_NODE_OFFLINE_MISSED", 3, minimum=2)
+# Last-seen times live in Redis; they are written to the node rows (last_heartbeat_at) in one statement
+# this often. Heartbeat hooks (database reads) run at least this often per node, or when its work changed.
+EULER_NODE_SEEN_FLUSH_EVERY = env_float("EULER_NODE_SEEN_FLUSH_EVERY", 5.0, minimum=0.5)
+EULER_NODE_HOOKS_EVERY = env_float("EULER_NODE_HOOKS_EVERY", 120.0, minimum=0.0)
 # Client networks allowed to call the node endpoints over plain HTTP (CIDRs); everyone else needs HTTPS.
 EULER_NODE_HTTP_ALLOWED_NETWORKS = env_list("EULER_NODE_HTTP_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
 # Threads (per web process) that do the database work of heartbeats and polls; each keeps a connection.
 EULER_NODE_DB_THREADS = env_int("EULER_NODE_DB_THREADS", 8, minimum=1, maximum=256)
+# Threads (per web process) that serve heartbeats (a Redis round trip; the database only when a node changed).
+EULER_NODE_BEAT_THREADS = env_int("EULER_NODE_BEAT_THREADS", 4, minimum=1, maximum=64)
 # Enrollment tokens: default and maximum lifetime in seconds.
 EULER_ENROLLMENT_TOKEN_TTL = env_int("EULER_ENROLLMENT_TOKEN_TTL", 3600, minimum=60, maximum=7 * 86400)
 EULER_ENROLLMENT_TOKEN_MAX_TTL = 7 * 86400
 
 BEAT_SCHEDULE: dict = {
     "nodes-mark-offline": {"task": "nodes.tasks.mark_offline", "schedule": EULER_NODE_OFFLINE_CHECK_EVERY},
+    "nodes-flush-seen": {"task": "nodes.tasks.flush_seen", "schedule": EULER_NODE_SEEN_FLUSH_EVERY},
 }

@@ -1,4 +1,13 @@
-"""The hot path (heartbeats) and offline detection."""
+"""The hot path (heartbeats): liveness in Redis, the node row written only when something that matters changed.
+
+A heartbeat from a node this process knows is one pipelined Redis round trip and no database work: the
+credential is checked against the cached row, the last-seen time, the interval handed out and the reported
+usage go to Redis, and the reply comes from the cached row. The full path (`full_heartbeat`, in a database
+thread) runs when the process does not know the node, when its row changed (approval, draining, credential,
+online: the generation in Redis moved), when what the node reports changed (the change fingerprint), or when
+Redis does not answer (then the row is written every time, as before). `last_heartbeat_at` trails Redis by
+a batch flush (`flush_seen`); offline detection is in offline.py.
+"""
 
 from __future__ import annotations
 
@@ -8,61 +17,43 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from euler import redis as euler_redis
 from euler import tokens
 from nodeagent import protocol
-from nodes import channel, policy
-from nodes.auth import CREDENTIAL_PREFIX, authenticate_node
+from nodes import channel, livestore, policy
+from nodes.auth import CREDENTIAL_PREFIX, NodeRejected, authenticate_node
 from nodes.models import Approval, EventKind, Node, NodeEvent
-from nodes.signals import node_available, node_offline, send_on_commit
+from nodes.signals import node_available, send_on_commit
 
 log = logging.getLogger(__name__)
 
-_COUNT_TTL = 10.0
-_count_cache: tuple[float, int] = (0.0, 0)
-
-
-def active_node_count() -> int:
-    """Nodes that heartbeat (not rejected), cached per process for a few seconds: the interval does not
-    need to be exact and the hot path should not count rows."""
-    global _count_cache
-    now = time.monotonic()
-    at, count = _count_cache
-    if now - at > _COUNT_TTL:
-        count = Node.objects.exclude(approval=Approval.REJECTED).count()
-        _count_cache = (now, count)
-    return count
-
-
-def next_interval() -> float:
-    return policy.heartbeat_interval(
-        active_node_count(),
-        min_interval=settings.EULER_NODE_HEARTBEAT_MIN_INTERVAL,
-        max_rate=settings.EULER_NODE_HEARTBEAT_MAX_RATE,
-        offline_after=settings.EULER_NODE_OFFLINE_AFTER,
-        jitter=settings.EULER_NODE_HEARTBEAT_JITTER,
-    )
-
-
-# What this process last knew of each node, by credential lookup. Never trusted on its own: the fast
-# path's UPDATE is conditional on every cached fact the reply depends on (credential, online, approval,
-# draining, pinned GPUs); when one changed, the UPDATE matches nothing and the full path runs.
-_known: OrderedDict[str, Node] = OrderedDict()
 _known_lock = threading.Lock()
 _KNOWN_MAX = 100_000
 
 
-def _remember(lookup: str, node: Node) -> None:
+@dataclass(frozen=True)
+class Known:
+    """This process's copy of a node row, valid while the node's generation in Redis is `gen`."""
+
+    node: Node
+    gen: str
+    fp: str
+
+
+_known: OrderedDict[str, Known] = OrderedDict()
+
+
+def _remember(lookup: str, known: Known) -> None:
     with _known_lock:
-        _known[lookup] = node
+        _known[lookup] = known
         _known.move_to_end(lookup)
         while len(_known) > _KNOWN_MAX:
             _known.popitem(last=False)
@@ -73,7 +64,50 @@ def _forget(lookup: str) -> None:
         _known.pop(lookup, None)
 
 
+# --- the interval: nodes ÷ the live web processes' budgets ------------------------------------------
+_registry = {"at": -1e9, "nodes": 0, "budget": 0.0}
+
+
+def _registration_due() -> bool:
+    return time.monotonic() - _registry["at"] >= settings.EULER_NODE_WEB_TTL / 3
+
+
+def _apply_registration(members: list, count: int) -> None:
+    own = settings.EULER_NODE_HEARTBEAT_BUDGET
+    members = [m.decode() if isinstance(m, bytes) else m for m in members]
+    _registry.update(at=time.monotonic(), nodes=int(count), budget=policy.total_budget(members, own=own))
+
+
+def interval_now(*, jitter: float | None = None) -> float:
+    """The interval from what this process last learnt (no I/O): nodes known to Redis ÷ total live budget."""
+    return policy.heartbeat_interval(
+        _registry["nodes"],
+        min_interval=settings.EULER_NODE_HEARTBEAT_MIN_INTERVAL,
+        budget=_registry["budget"] or settings.EULER_NODE_HEARTBEAT_BUDGET,
+        max_interval=settings.EULER_NODE_HEARTBEAT_MAX_INTERVAL,
+        jitter=settings.EULER_NODE_HEARTBEAT_JITTER if jitter is None else jitter,
+    )
+
+
+def register_web() -> None:
+    """Register this process's budget (sync callers; the async hot path piggybacks on its own round trip)."""
+    try:
+        members, count = livestore.registration(settings.EULER_NODE_HEARTBEAT_BUDGET, settings.EULER_NODE_WEB_TTL)
+    except RedisError:
+        log.warning("could not register the heartbeat budget in Redis")
+        return
+    _apply_registration(members, count)
+
+
+def next_interval() -> float:
+    if _registration_due():
+        register_web()
+    return interval_now()
+
+
+# --- what a heartbeat reports ----------------------------------------------------------------------
 def _heartbeat_fields(hb: protocol.Heartbeat, now) -> dict:
+    """The node row's fields a heartbeat writes; the change fingerprint is computed over the same dict."""
     res = hb.resources
     return {
         "last_heartbeat_at": now,
@@ -90,105 +124,212 @@ def _heartbeat_fields(hb: protocol.Heartbeat, now) -> dict:
     }
 
 
+def _row_fingerprint(node: Node, fields: dict) -> str:
+    return policy.change_fingerprint({key: getattr(node, key) for key in fields})
+
+
+def _usage(hb: protocol.Heartbeat) -> dict:
+    gpus = [{"uuid": g.uuid, "utilization": g.utilization, "memory_used_bytes": g.memory_used_bytes}
+            for g in hb.resources.gpus]  # fmt: skip
+    return {"gpus": gpus, "running": len(hb.running)}
+
+
+def _running_fp(hb: protocol.Heartbeat) -> str:
+    return policy.running_fingerprint([(r.attempt_id, r.state) for r in hb.running])
+
+
+def _reply(node: Node, interval: float, commands) -> protocol.HeartbeatReply:
+    return protocol.HeartbeatReply(
+        approval=node.approval, draining=node.draining, heartbeat_interval=interval, commands=list(commands)
+    )
+
+
+# --- the fast path (no database) ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Later:
+    """What the fast path leaves to a database thread: the full path, or the hooks (`node` given)."""
+
+    hb: protocol.Heartbeat
+    node: Node | None = None
+    rfp: str = ""
+    now: float = 0.0
+    interval: float = 0.0
+    gap: bool = False  # heartbeats came back after none for a while (or into an emptied Redis)
+    previous: float | None = None  # the newest heartbeat before this one, when known
+
+
 def heartbeat(
     *, raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None = None
 ) -> protocol.HeartbeatReply:
-    """A heartbeat from a presented credential: one conditional UPDATE when nothing changed since this
-    process last saw the node, else authentication and the full path (`node_heartbeat`)."""
+    """A heartbeat, all in the calling thread (the test client, WSGI)."""
+    found = fast_heartbeat(raw=raw, parse=parse)
+    return finish_heartbeat(raw=raw, found=found, parse=parse, who=who)
+
+
+def fast_heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]):
+    """The Redis-only part: a reply for a node this process knows and nothing changed; a `Later` when the
+    full path or the hooks must run (database work, for another pool); None for a node it does not know."""
     lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
     with _known_lock:
         known = _known.get(lookup) if lookup else None
-    if known is not None and tokens.matches(raw, known.credential_digest):
-        note_intake()
-        hb = parse()
-        reply = _fast_heartbeat(lookup, known, hb)
-        if reply is not None:
-            return reply
-        _forget(lookup)
-    node = authenticate_node(raw, who=who)
-    note_intake()
-    hb = parse()
-    reply = node_heartbeat(node=node, hb=hb)
-    _remember(lookup, copy.copy(node))
-    return reply
-
-
-def _fast_heartbeat(lookup: str, known: Node, hb: protocol.Heartbeat) -> protocol.HeartbeatReply | None:
-    fields = _heartbeat_fields(hb, timezone.now())
-    if (
-        known.approval == Approval.APPROVED
-        and known.gpu_fingerprint
-        and policy.gpu_fingerprint(fields["gpus"]) != known.gpu_fingerprint
-    ):
-        return None  # the GPU set changed: the full path sends the node back to pending
-    updated = Node.objects.filter(
-        pk=known.pk,
-        credential_digest=known.credential_digest,
-        online=True,
-        approval=known.approval,
-        draining=known.draining,
-        gpu_fingerprint=known.gpu_fingerprint,
-    ).update(**fields)
-    if updated != 1:
+    if known is None or not tokens.matches(raw, known.node.credential_digest):
         return None
-    capacity_changed = (
-        known.cpu_milli != fields["cpu_milli"]
-        or known.memory_bytes != fields["memory_bytes"]
-        or known.disk_bytes != fields["disk_bytes"]
-        or known.job_egress_error != fields["job_egress_error"]
-        or policy.gpu_identity(known.gpus) != policy.gpu_identity(fields["gpus"])
-    )
-    node = copy.copy(known)
-    for key, value in fields.items():
-        setattr(node, key, value)
-    if capacity_changed:
-        _remember(lookup, copy.copy(node))
-        if node.approval == Approval.APPROVED:
-            node_available.send(sender=Node, node_id=node.pk)
-    return protocol.HeartbeatReply(
-        approval=node.approval,
-        draining=node.draining,
-        heartbeat_interval=next_interval(),
-        commands=channel.heartbeat_commands(node, hb),
-    )
+    hb = parse()
+    node = known.node
+    fields = _heartbeat_fields(hb, None)
+    fp, rfp = policy.change_fingerprint(fields), _running_fp(hb)
+    now = time.time()
+    try:
+        if _registration_due():  # every few seconds per process: renew this process, learn the others
+            register_web()
+        interval = interval_now()
+        pipe = livestore.client().pipeline(transaction=False)
+        livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=_usage(hb))
+        results = pipe.execute()
+    except RedisError:
+        log.warning("heartbeat: Redis did not answer; writing the node row instead")
+        return Later(hb=hb, node=None, rfp="redis-down")
+    state = livestore.decode_hash(results[0])
+    if state.get("v") != known.gen or (state.get("fp") or known.fp) != fp or not node.online:
+        _forget(lookup)
+        return Later(hb=hb)
+    previous = livestore.as_float(results[3])
+    if previous is None or now - previous > settings.EULER_NODE_OFFLINE_AFTER / 2:
+        return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval, gap=True, previous=previous)
+    due = policy.hooks_due(full_path=False, running_changed=state.get("rfp") != rfp,
+                           last_run=livestore.as_float(state.get("hk")), now=now,
+                           every=settings.EULER_NODE_HOOKS_EVERY)  # fmt: skip
+    if due:
+        return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval)
+    return _reply(node, interval, [])
 
 
-def node_heartbeat(*, node: Node, hb: protocol.Heartbeat) -> protocol.HeartbeatReply:
-    """Record a heartbeat: one conditional UPDATE of the node row on the usual path. Transitions (back
-    online, GPU set changed, capacity changed) write an event and signal after commit."""
-    now = timezone.now()
-    res = hb.resources
-    fields = _heartbeat_fields(hb, now)
-    gpus = fields["gpus"]
+def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Heartbeat], who: str | None):
+    """The database part of a heartbeat the fast path could not answer alone."""
+    if isinstance(found, protocol.HeartbeatReply):
+        return found
+    if found is None:
+        return full_heartbeat(raw, parse, who)
+    if found.rfp == "redis-down":
+        lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+        with _known_lock:
+            known = _known.get(lookup) if lookup else None
+        if known is not None:
+            return _write_through(raw, lookup, known, found.hb, who)
+        return full_heartbeat(raw, lambda: found.hb, who)
+    if found.node is None:
+        return full_heartbeat(raw, lambda: found.hb, who)
+    if found.gap:
+        _note_resumed(found.now, found.previous)
+    commands = _run_hooks(found.node, found.hb, found.rfp, found.now)
+    return _reply(found.node, found.interval, commands)
+
+
+def _write_through(raw: str, lookup: str, known: Known, hb: protocol.Heartbeat, who) -> protocol.HeartbeatReply:
+    """Redis is down: the heartbeat goes to the row, as before liveness moved to Redis. One UPDATE conditional
+    on every cached fact the reply depends on (credential, online, approval, draining, pinned GPUs); when one
+    changed it matches nothing and the full path runs (it needs Redis for the rate limit: 5xx until it is back)."""
+    node = copy.copy(known.node)
+    fields = _heartbeat_fields(hb, timezone.now())
     gpus_moved = (
         node.approval == Approval.APPROVED
         and node.gpu_fingerprint
-        and policy.gpu_fingerprint(gpus) != node.gpu_fingerprint
+        and policy.gpu_fingerprint(fields["gpus"]) != node.gpu_fingerprint
     )
-    came_back = not node.online
-    capacity_changed = (
-        node.cpu_milli != res.cpu_milli
-        or node.memory_bytes != res.memory_bytes
-        or node.disk_bytes != res.disk_bytes
-        or node.job_egress_error != res.job_egress_error
-        or policy.gpu_identity(node.gpus) != policy.gpu_identity(gpus)
-    )
-    if gpus_moved or came_back:
-        with transaction.atomic():
-            _transition(node, fields, gpus_moved=bool(gpus_moved), came_back=came_back, now=now)
-    else:
-        updated = Node.objects.filter(pk=node.pk).exclude(approval=Approval.REJECTED).update(**fields)
-        if updated == 1 and capacity_changed and node.approval == Approval.APPROVED:
-            node_available.send(sender=Node, node_id=node.pk)
+    updated = 0
+    if not gpus_moved:
+        updated = Node.objects.filter(
+            pk=node.pk,
+            credential_digest=node.credential_digest,
+            online=True,
+            approval=node.approval,
+            draining=node.draining,
+            gpu_fingerprint=node.gpu_fingerprint,
+        ).update(**fields)
+    if updated != 1:
+        _forget(lookup)
+        return full_heartbeat(raw, lambda: hb, who)
     for key, value in fields.items():
         setattr(node, key, value)
+    return _reply(node, interval_now(), channel.heartbeat_commands(node, hb))
+
+
+def _run_hooks(node: Node, hb: protocol.Heartbeat, rfp: str, now: float) -> list:
+    """The other apps' heartbeat hooks; remembers when they ran, or that they want the next heartbeat too."""
     commands = channel.heartbeat_commands(node, hb)
-    return protocol.HeartbeatReply(
-        approval=node.approval, draining=node.draining, heartbeat_interval=next_interval(), commands=commands
+    again = bool(commands) or getattr(commands, "again", False)
+    try:
+        pipe = livestore.client().pipeline(transaction=False)
+        livestore.queue_hooks_ran(pipe, node_id=node.pk, running_fp=rfp, at=0 if again else now)
+        pipe.execute()
+    except RedisError:
+        pass  # they run again next time
+    return list(commands)
+
+
+# --- the full path (a database thread) ------------------------------------------------------------------
+def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None):
+    """Authenticate from the database, write the row if something that matters changed (every time when
+    Redis is down), run the hooks, and cache the row under its generation."""
+    node = authenticate_node(raw, who=who)
+    hb = parse()
+    try:
+        # The generation is read before the row: a change committed after this read moves it again.
+        gen = livestore.generation(node.pk) or livestore.claim_generation(node.pk)
+        redis_ok = True
+    except RedisError:
+        gen, redis_ok = None, False
+    node = Node.objects.filter(pk=node.pk).first()
+    if node is None or node.approval == Approval.REJECTED:
+        raise NodeRejected()
+    reply_node, fp = node_heartbeat(node=node, hb=hb, force_write=not redis_ok)
+    now = reply_node.last_heartbeat_at.timestamp()
+    interval = next_interval() if redis_ok else interval_now()
+    if redis_ok:
+        try:
+            pipe = livestore.client().pipeline(transaction=False)
+            livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=_usage(hb))
+            pipe.hset(livestore.node_key(node.pk), "fp", fp)
+            previous = livestore.as_float(pipe.execute()[3])
+            _note_resumed(now, previous)
+        except RedisError:
+            redis_ok = False
+    commands = _run_hooks(reply_node, hb, _running_fp(hb), now)
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+    if redis_ok and gen and lookup:
+        _remember(lookup, Known(node=copy.copy(reply_node), gen=gen, fp=fp))
+    return _reply(reply_node, interval, commands)
+
+
+def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = False) -> tuple[Node, str]:
+    """Write the heartbeat to the row when something that matters changed (or `force_write`): one conditional
+    UPDATE, or a locked transition (back online, GPU set changed) with an event and a signal after commit.
+    Returns the node as it now is, and the change fingerprint."""
+    now = timezone.now()
+    fields = _heartbeat_fields(hb, now)
+    fp = policy.change_fingerprint(fields)
+    gpus_moved = (
+        node.approval == Approval.APPROVED
+        and node.gpu_fingerprint
+        and policy.gpu_fingerprint(fields["gpus"]) != node.gpu_fingerprint
     )
+    came_back = not node.online
+    changed = fp != _row_fingerprint(node, fields)
+    if gpus_moved or came_back:
+        with transaction.atomic():
+            _transition(node, fields, gpus_moved=bool(gpus_moved), came_back=came_back)
+    elif changed or force_write:
+        updated = Node.objects.filter(pk=node.pk).exclude(approval=Approval.REJECTED).update(**fields)
+        if updated == 1 and changed and node.approval == Approval.APPROVED:
+            node_available.send(sender=Node, node_id=node.pk)
+    else:
+        fields = {"last_heartbeat_at": now}  # nothing written: the batch flush lands it
+    for key, value in fields.items():
+        setattr(node, key, value)
+    return node, fp
 
 
-def _transition(node: Node, fields: dict, *, gpus_moved: bool, came_back: bool, now) -> None:
+def _transition(node: Node, fields: dict, *, gpus_moved: bool, came_back: bool) -> None:
     locked = Node.objects.select_for_update().get(pk=node.pk)
     if gpus_moved and locked.approval == Approval.APPROVED:
         what = policy.describe_gpu_change(locked.gpus, fields["gpus"])
@@ -206,97 +347,113 @@ def _transition(node: Node, fields: dict, *, gpus_moved: bool, came_back: bool, 
         if fields.get("approval", locked.approval) == Approval.APPROVED:
             send_on_commit(node_available, locked.pk)
     Node.objects.filter(pk=locked.pk).update(**fields)
+    transaction.on_commit(lambda: _bump_quietly(locked.pk))  # other processes drop their copy
 
 
-def _control_plane_silence(candidates: list[tuple], now) -> bool:
-    """Every online node (two or more) went silent together: far likelier that heartbeats cannot reach us
-    (web tier down, a network cut on our side) than that all machines died at once. Hold for up to
-    EULER_NODE_SILENCE_HOLD seconds after the newest heartbeat rather than declaring every attempt lost."""
-    online = Node.objects.filter(online=True).exclude(approval=Approval.REJECTED).count()
-    if len(candidates) < 2 or len(candidates) != online:
-        return False
-    newest = max(last for _, _, last in candidates)
-    silent = (now - newest).total_seconds()
-    if silent >= settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD:
-        return False
-    log.warning(
-        "all %d online nodes silent for %.0f s: heartbeats are probably not reaching the control plane; "
-        "not marking them offline before %.0f s of silence",
-        online,
-        silent,
-        settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD,
-    )
-    return True
-
-
-RESUMED_KEY = "euler:nodes:resumed"  # "resumed,last": heartbeats came back at `resumed` after none since `last`
-_intake_noted = 0.0
-
-
-def note_intake(now=None) -> None:
-    """On every heartbeat, before it is stored; looks at most once a second per process. No heartbeat from any
-    node for half the offline window is the control plane's outage (web down, a network cut on our side):
-    when heartbeats come back, remember when, in Redis (which may itself have restarted empty)."""
-    global _intake_noted
-    if now is None:
-        mono = time.monotonic()
-        if mono - _intake_noted < 1.0:
-            return
-        _intake_noted = mono
-        now = timezone.now()
-    last = Node.objects.aggregate(last=Max("last_heartbeat_at"))["last"]
-    if last is None or (now - last).total_seconds() <= settings.EULER_NODE_OFFLINE_AFTER / 2:
-        return
+def _bump_quietly(*node_ids: int) -> None:
     try:
-        ttl = int(4 * settings.EULER_NODE_OFFLINE_AFTER) + 60
-        euler_redis.client().set(RESUMED_KEY, f"{now.timestamp()!r},{last.timestamp()!r}", ex=ttl)
+        livestore.bump(*node_ids)
+    except RedisError:
+        log.warning("could not tell web processes that nodes %s changed", node_ids)
+
+
+# --- control-plane gaps -----------------------------------------------------------------------------
+def note_intake(now=None) -> None:
+    """Record a heartbeat's arrival (the fast path does this inside its round trip)."""
+    now = now or timezone.now()
+    try:
+        previous = livestore.swap_intake(now.timestamp())
+        _note_resumed(now.timestamp(), previous)
+    except RedisError:
+        log.warning("could not note a heartbeat's arrival", exc_info=True)
+
+
+def _note_resumed(ts: float, previous: float | None) -> None:
+    """No heartbeat from any node for half the offline window is the control plane's outage (web down, a
+    network cut on our side): when heartbeats come back, remember when. An emptied Redis knows no previous
+    heartbeat: the database (a flush behind) says when the last one was, and this Redis's clock starts."""
+    if previous is None:
+        livestore.note_born(ts)
+        last = Node.objects.aggregate(last=Max("last_heartbeat_at"))["last"]
+        if last is None:
+            return
+        previous = last.timestamp()
+    if ts - previous <= settings.EULER_NODE_OFFLINE_AFTER / 2:
+        return
+    ttl = int(4 * settings.EULER_NODE_OFFLINE_AFTER) + 60
+    try:
+        livestore.set_resumed(ts, previous, ttl)
     except RedisError:
         log.warning("could not note that heartbeats resumed", exc_info=True)
 
 
-def _after_outage(candidates: list[tuple], now) -> list[tuple]:
-    """Hosts reconnect one by one after a control-plane outage: a node silent when heartbeats came back gets a
-    whole EULER_NODE_OFFLINE_AFTER from that moment, rather than being judged by its pre-outage heartbeat the
-    instant another node returns (its attempts, often finished during the outage, would be lost and rerun)."""
+# --- the batch flush of last-seen times ----------------------------------------------------------------
+FLUSH_OVERLAP = 5.0  # seconds re-read each flush: web processes' clocks and late writes
+
+
+def flush_seen() -> int:
+    """Write the last-seen times that arrived since the previous flush to the node rows, in a few statements
+    (one per 5,000 nodes). Returns how many rows it offered."""
     try:
-        raw = euler_redis.client().get(RESUMED_KEY)
-        resumed, before = (float(x) for x in raw.split(b"," if isinstance(raw, bytes) else ",")) if raw else (0, 0)
-    except (RedisError, ValueError):
-        return candidates
-    if not resumed or now.timestamp() >= resumed + settings.EULER_NODE_OFFLINE_AFTER:
-        return candidates
-    # Held: nodes that were heartbeating until the outage began (not those already silent before it).
-    since = before - settings.EULER_NODE_OFFLINE_AFTER / 2
-    kept = [c for c in candidates if not since <= c[2].timestamp() < resumed]
-    if len(kept) < len(candidates):
-        log.info("%d silent nodes get until %.0f s after heartbeats resumed", len(candidates) - len(kept),
-                 settings.EULER_NODE_OFFLINE_AFTER)  # fmt: skip
-    return kept
+        since = livestore.flushed()
+        rows = livestore.seen_since(since - FLUSH_OVERLAP if since else 0.0)
+    except RedisError:
+        log.warning("last-seen flush: Redis did not answer")
+        return 0
+    if rows:
+        if not write_last_seen(rows):
+            return 0
+        try:
+            livestore.set_flushed(max(ts for _, ts in rows))
+            livestore.forget_before(time.time() - max(3600.0, 10 * settings.EULER_NODE_HEARTBEAT_MAX_INTERVAL))
+        except RedisError:
+            pass
+    return len(rows)
 
 
-def mark_offline(*, now=None) -> list[int]:
-    """Nodes silent for EULER_NODE_OFFLINE_AFTER go offline, each once (a conditional UPDATE), with an event
-    and the node_offline signal after commit (the jobs app marks their attempts lost)."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER)
-    candidates = list(
-        Node.objects.filter(online=True, last_heartbeat_at__lt=cutoff)
-        .exclude(approval=Approval.REJECTED)
-        .values_list("pk", "name", "last_heartbeat_at")
-    )
-    if candidates and _control_plane_silence(candidates, now):
-        return []
-    if candidates:
-        candidates = _after_outage(candidates, now)
-    gone = []
-    for pk, name, last in candidates:
-        with transaction.atomic():
-            updated = Node.objects.filter(pk=pk, online=True, last_heartbeat_at__lt=cutoff).update(online=False)
-            if updated != 1:
-                continue  # a heartbeat got there first
-            silent = (now - last).total_seconds()
-            NodeEvent.objects.create(node_id=pk, kind=EventKind.OFFLINE, message=f"no heartbeat for {silent:.0f} s")
-            send_on_commit(node_offline, pk)
-        log.info("node %s offline: no heartbeat for %.0f s", name, silent)
-        gone.append(pk)
-    return gone
+FLUSH_LOCK = 0x6E6F6465  # advisory lock id: one flush at a time (two big UPDATEs could lock rows in crossed order)
+
+
+def write_last_seen(rows: list[tuple[int, float]]) -> bool:
+    """`last_heartbeat_at` for many nodes at once; never moves a row's time backwards. False when another
+    flush held the lock (nothing written)."""
+    table = Node._meta.db_table
+    rows = sorted(rows)
+    for i in range(0, len(rows), 5000):
+        chunk = rows[i : i + 5000]
+        if connection.vendor == "postgresql":
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FLUSH_LOCK])
+                if not cursor.fetchone()[0]:
+                    return False  # another flush is writing: ours is offered again next time
+                values = ",".join(["(%s::bigint, %s::timestamptz)"] * len(chunk))
+                params = [x for pk, ts in chunk for x in (pk, datetime.fromtimestamp(ts, tz=UTC))]
+                cursor.execute(
+                    f'UPDATE "{table}" AS n SET last_heartbeat_at = v.ts FROM (VALUES {values}) AS v(id, ts) '  # noqa: S608 - table from the model, values bound
+                    "WHERE n.id = v.id AND (n.last_heartbeat_at IS NULL OR n.last_heartbeat_at < v.ts)",
+                    params,
+                )
+        else:
+            objs = [Node(pk=pk, last_heartbeat_at=datetime.fromtimestamp(ts, tz=UTC)) for pk, ts in chunk]
+            Node.objects.bulk_update(objs, ["last_heartbeat_at"], batch_size=500)
+    return True
+
+
+def live_last_seen(nodes) -> list:
+    """Set each node's `last_heartbeat_at` to the live time from Redis when newer (API, console, admin)."""
+    nodes = list(nodes)
+    try:
+        seen = livestore.seen_many([n.pk for n in nodes])
+    except RedisError:
+        return nodes
+    for node in nodes:
+        ts = seen.get(node.pk)
+        if ts is not None:
+            live = datetime.fromtimestamp(ts, tz=UTC)
+            if node.last_heartbeat_at is None or live > node.last_heartbeat_at:
+                node.last_heartbeat_at = live
+    return nodes
+
+
+# Offline detection lives beside the hot path; imported here so that `liveness.mark_offline` keeps working.
+from nodes.offline import mark_offline  # noqa: E402, F401

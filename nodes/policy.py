@@ -46,18 +46,62 @@ def heartbeat_interval(
     node_count: int,
     *,
     min_interval: float,
-    max_rate: float,
-    offline_after: float,
+    budget: float,
+    max_interval: float,
     jitter: float = 0.1,
     rng: random.Random | None = None,
 ) -> float:
-    """Seconds until the next heartbeat: scaled with the node count so that the total rate stays near
-    `max_rate` (Nomad's approach), never longer than half the offline window, shortened by a random
-    fraction up to `jitter` so that nodes do not beat in step."""
-    base = max(min_interval, max(node_count, 0) / max_rate)
-    base = min(base, offline_after / 2)
+    """Seconds until the next heartbeat: scaled with the node count so that the total rate stays within
+    `budget`, the heartbeats/s that the live web processes can take together (Nomad's approach), at most
+    `max_interval`, shortened by a random fraction up to `jitter` so that nodes do not beat in step."""
+    base = max(min_interval, max(node_count, 0) / max(budget, 1.0))
+    base = min(base, max(max_interval, min_interval))
     spread = (rng or random).random() * min(max(jitter, 0.0), 0.9)
     return round(base * (1 - spread), 3)
+
+
+def offline_window(interval: float | None, *, offline_after: float, missed: int) -> float:
+    """How long a node may stay silent before it is offline: EULER_NODE_OFFLINE_AFTER, or `missed` of the
+    node's own heartbeat intervals when that is longer (a node told to beat every 20 s is not late at 30 s)."""
+    return max(offline_after, missed * (interval or 0.0))
+
+
+def total_budget(members: list[str], *, own: float) -> float:
+    """The live web processes' heartbeat budgets summed, from registry members `"<process>|<budget>"`
+    (the latest entry per process counts); `own` when nobody is registered (Redis just came back)."""
+    budgets: dict[str, float] = {}
+    for member in members:
+        proc, _, value = member.rpartition("|")
+        try:
+            budgets[proc] = float(value)
+        except ValueError:
+            continue
+    return sum(budgets.values()) or own
+
+
+def change_fingerprint(fields: dict) -> str:
+    """What the node row holds of a heartbeat, as one digest: a heartbeat whose digest is unchanged writes no
+    row. Computed over the very fields the database write uses, so a field added there folds in; live GPU
+    figures (utilisation, memory in use) are left out, they change on every beat and are not capacity."""
+    stable = {k: v for k, v in fields.items() if k not in VOLATILE_FIELDS}
+    if "gpus" in stable:
+        stable["gpus"] = [{k: v for k, v in g.items() if k not in LIVE_GPU_FIGURES} for g in stable["gpus"] or []]
+    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+VOLATILE_FIELDS = frozenset({"last_heartbeat_at", "online"})
+LIVE_GPU_FIGURES = frozenset({"utilization", "memory_used_bytes"})
+
+
+def running_fingerprint(attempt_states: list[tuple[int, str]]) -> str:
+    """The attempts a node lists, as one short digest: heartbeat hooks run again when it changes."""
+    return hashlib.sha256(json.dumps(sorted(attempt_states)).encode()).hexdigest()[:16]
+
+
+def hooks_due(*, full_path: bool, running_changed: bool, last_run: float | None, now: float, every: float) -> bool:
+    """Whether a heartbeat runs the other apps' hooks (database reads): on the full path, when the listed
+    attempts changed, when the last run asked to look again (`last_run` 0), and at least every `every` s."""
+    return full_path or running_changed or not last_run or now - last_run >= every
 
 
 def validate_labels(labels) -> str | None:

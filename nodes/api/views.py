@@ -13,6 +13,7 @@ from nodes.api.serializers import (
     NodeListOut,
     NodeOut,
 )
+from nodes.liveness import live_last_seen
 
 
 def _user(request):
@@ -32,7 +33,7 @@ class NodeListView(APIView):
     def get(self, request):
         own = selectors.nodes_of_project(request_project(request))
         pool = selectors.pool_summary(selectors.public_pool_nodes())
-        return Response({"own": NodeOut(own, many=True).data, "public_pool": pool})
+        return Response({"own": NodeOut(live_last_seen(own), many=True).data, "public_pool": pool})
 
 
 class NodeDetailView(APIView):
@@ -41,7 +42,7 @@ class NodeDetailView(APIView):
         node = selectors.node_of_project(project=request_project(request), node_id=node_id)
         if node is None:
             raise NotFound("No such node.")
-        return Response(NodeOut(node).data)
+        return Response(NodeOut(live_last_seen([node])[0]).data)
 
 
 class EnrollmentTokenListView(APIView):

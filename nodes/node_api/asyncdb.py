@@ -17,6 +17,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIRequest
 from django.db import connections
+from django.http import HttpResponse
+from django.template.response import SimpleTemplateResponse
 
 _pool: ThreadPoolExecutor | None = None
 
@@ -45,3 +47,58 @@ async def run_db(request, fn, *args):
         return await sync_to_async(fn)(*args)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(pool(), functools.partial(_in_pool, fn, *args))
+
+
+async def run_view(request, fn, *args):
+    """`run_db` through SyncToAsync: code in the thread that calls async_to_sync (the channel layer's
+    group_send when log chunks are stored) runs it on this event loop rather than on a new loop of its own."""
+    if isinstance(request, WSGIRequest):
+        return await sync_to_async(fn)(*args)
+    return await sync_to_async(functools.partial(_in_pool, fn, *args), thread_sensitive=False, executor=pool())()
+
+
+_beat_pool: ThreadPoolExecutor | None = None
+
+
+def beat_pool() -> ThreadPoolExecutor:
+    global _beat_pool
+    if _beat_pool is None:
+        _beat_pool = ThreadPoolExecutor(max_workers=settings.EULER_NODE_BEAT_THREADS, thread_name_prefix="node-beat")
+    return _beat_pool
+
+
+async def run_light(request, fn, *args):
+    """The heartbeat's hop off the event loop: threads of its own (a Redis round trip must not queue behind
+    reports and polls waiting on the database), without SyncToAsync's bookkeeping."""
+    if isinstance(request, WSGIRequest):
+        return await sync_to_async(fn)(*args)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(beat_pool(), functools.partial(_in_pool, fn, *args))
+
+
+def pooled_view(view):
+    """A sync view (DRF's dispatch) run on the node database pool rather than the one thread that Django gives
+    every sync view of an ASGI process: reports and log chunks from thousands of nodes would queue behind
+    each other and behind the API there. The response is rendered in the pool too."""
+
+    async def pooled(request, *args, **kwargs):
+        def call():
+            response = view(request, *args, **kwargs)
+            if isinstance(response, SimpleTemplateResponse):
+                response.render()
+            return response
+
+        response = await run_view(request, call)
+        if isinstance(response, SimpleTemplateResponse):  # rendered: hand Django a plain response
+            plain = HttpResponse(response.content, status=response.status_code)
+            for name, value in response.items():
+                plain[name] = value
+            return plain
+        return response
+
+    for attr in ("csrf_exempt", "view_class", "view_initkwargs", "cls", "initkwargs"):
+        if hasattr(view, attr):
+            setattr(pooled, attr, getattr(view, attr))
+    pooled.__name__ = getattr(view, "__name__", "pooled")
+    pooled.__doc__ = view.__doc__
+    return pooled

@@ -70,6 +70,12 @@ class NodeAPIView(APIView):
     throttle_classes: list = []
     schema = None  # the node protocol is nodeagent/protocol.py, not part of the public OpenAPI schema
 
+    @classmethod
+    def as_view(cls, **initkwargs):
+        from nodes.node_api.asyncdb import pooled_view
+
+        return pooled_view(super().as_view(**initkwargs))
+
     def initial(self, request, *args, **kwargs):
         check_https(request)  # before authentication: never look at a credential sent in clear
         super().initial(request, *args, **kwargs)

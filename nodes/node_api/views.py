@@ -21,7 +21,7 @@ from nodeagent import protocol
 from nodes import channel, liveness, services
 from nodes.auth import authenticate_node, bearer
 from nodes.models import Approval, Node
-from nodes.node_api.asyncdb import run_db
+from nodes.node_api.asyncdb import run_db, run_light
 from nodes.node_api.base import NodeAPIView, https_ok
 
 
@@ -93,23 +93,38 @@ def _parse(model: type[pydantic.BaseModel], body: bytes, code: str):
         raise InvalidInput(f"{where}: {first['msg']}", code=code) from None
 
 
-def _heartbeat(raw: str | None, body: bytes, who: str) -> dict:
+def _parser(body: bytes):
     def parse() -> protocol.Heartbeat:
         hb = _parse(protocol.Heartbeat, body, "invalid_heartbeat")
         _check_version(hb.protocol_version)
         return hb
 
-    return liveness.heartbeat(raw=raw, parse=parse, who=who).model_dump(mode="json")
+    return parse
+
+
+def _fast(raw: str | None, body: bytes):
+    return liveness.fast_heartbeat(raw=raw, parse=_parser(body))
+
+
+def _finish(raw: str | None, found, body: bytes, who: str) -> dict:
+    return liveness.finish_heartbeat(raw=raw, found=found, parse=_parser(body), who=who).model_dump(mode="json")
 
 
 @csrf_exempt
 async def heartbeat(request: HttpRequest) -> JsonResponse:
+    """The hot path: a node this process knows costs one Redis round trip on the heartbeat threads and no
+    database work; what needs the database (a change, the hooks) continues on the database threads, so a
+    slow database never holds up the heartbeats that do not need it (liveness.py)."""
     refused = _refuse(request)
     if refused is not None:
         return refused
     try:
         raw = bearer(request.headers.get("Authorization"))
-        reply = await run_db(request, _heartbeat, raw, request.body, ratelimit.client_ip(request))
+        found = await run_light(request, _fast, raw, request.body)
+        if isinstance(found, protocol.HeartbeatReply):
+            reply = found.model_dump(mode="json")
+        else:
+            reply = await run_db(request, _finish, raw, found, request.body, ratelimit.client_ip(request))
     except EulerError as exc:
         return _error(exc)
     metrics.inc("euler_heartbeats_total")
@@ -139,13 +154,15 @@ async def poll(request: HttpRequest) -> JsonResponse:
         req = _parse(protocol.PollRequest, request.body, "invalid_poll")
         deadline = loop.time() + req.wait
         # The waiter is registered before the providers are first asked: no wake-up falls in between.
-        async with channel.Waiter(node.pk) as waiter:
-            assignments, commands = await run_db(request, _work_for, node.pk, node)
+        node_id = node.pk
+        async with channel.Waiter(node_id) as waiter:
+            assignments, commands = await run_db(request, _work_for, node_id, node)
+            node = None  # a held poll keeps no row, only the id
             while not (assignments or commands):
                 remaining = deadline - loop.time()
                 if remaining <= 0 or not await waiter.wait(remaining):
                     break
-                assignments, commands = await run_db(request, _work_for, node.pk, None)
+                assignments, commands = await run_db(request, _work_for, node_id, None)
     except EulerError as exc:
         return _error(exc)
     return JsonResponse(protocol.PollReply(assignments=assignments, commands=commands).model_dump(mode="json"))

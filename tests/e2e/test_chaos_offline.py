@@ -11,8 +11,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from euler import redis as euler_redis
-from nodes import liveness
+from nodes import liveness, livestore
 from nodes.models import Node
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,9 +21,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _no_outage_left(settings):
     settings.EULER_NODE_OFFLINE_AFTER = 30
     settings.EULER_NODE_SILENCE_HOLD = 90
-    euler_redis.client().delete(liveness.RESUMED_KEY)
+    livestore.reset()
     yield
-    euler_redis.client().delete(liveness.RESUMED_KEY)
+    livestore.reset()
 
 
 def _online(name, last):

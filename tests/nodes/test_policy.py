@@ -1,11 +1,20 @@
 import random
 
 from nodes.auth import address_allowed
-from nodes.policy import describe_gpu_change, gpu_fingerprint, heartbeat_interval, validate_labels
+from nodes.policy import (
+    change_fingerprint,
+    describe_gpu_change,
+    gpu_fingerprint,
+    heartbeat_interval,
+    hooks_due,
+    offline_window,
+    total_budget,
+    validate_labels,
+)
 
 
 def _interval(n, **kw):
-    args = {"min_interval": 5, "max_rate": 1000, "offline_after": 30, "jitter": 0, **kw}
+    args = {"min_interval": 5, "budget": 1000, "max_interval": 60, "jitter": 0, **kw}
     return heartbeat_interval(n, **args)
 
 
@@ -18,8 +27,43 @@ def test_the_interval_grows_with_the_node_count_to_bound_the_total_rate():
     assert 10_000 / _interval(10_000) <= 1000
 
 
-def test_the_interval_never_exceeds_half_the_offline_window():
-    assert _interval(1_000_000) == 15
+def test_more_web_budget_shortens_the_interval():
+    assert _interval(20_000, budget=1000) == 20
+    assert _interval(20_000, budget=2000) == 10
+
+
+def test_the_interval_never_exceeds_the_maximum():
+    assert _interval(1_000_000) == 60
+
+
+def test_the_offline_window_is_several_of_the_nodes_own_intervals_when_that_is_longer():
+    assert offline_window(5, offline_after=30, missed=3) == 30
+    assert offline_window(20, offline_after=30, missed=3) == 60
+    assert offline_window(None, offline_after=30, missed=3) == 30
+
+
+def test_the_total_budget_counts_each_live_process_once():
+    assert total_budget(["web-a|800", "web-b|1000", "web-a|900"], own=500) == 1900
+    assert total_budget([], own=500) == 500
+    assert total_budget(["junk"], own=500) == 500
+
+
+def test_the_change_fingerprint_ignores_live_gpu_figures_and_the_time_but_not_capacity():
+    gpu = {"uuid": "GPU-a", "index": 0, "model": "H100", "memory_bytes": 1, "utilization": 5.0}
+    base = {"cpu_milli": 1000, "gpus": [gpu], "online": True, "last_heartbeat_at": 1}
+    busy = {**base, "gpus": [{**gpu, "utilization": 99.0, "memory_used_bytes": 7}], "last_heartbeat_at": 2}
+    assert change_fingerprint(base) == change_fingerprint(busy)
+    assert change_fingerprint(base) != change_fingerprint({**base, "cpu_milli": 2000})
+    assert change_fingerprint(base) != change_fingerprint({**base, "disk_bytes": 10})  # a new field folds in
+
+
+def test_hooks_run_when_the_work_changed_or_asked_again_or_now_and_then():
+    due = {"full_path": False, "running_changed": False, "last_run": 100.0, "now": 110.0, "every": 30}
+    assert not hooks_due(**due)
+    assert hooks_due(**{**due, "running_changed": True})
+    assert hooks_due(**{**due, "full_path": True})
+    assert hooks_due(**{**due, "last_run": 0.0})
+    assert hooks_due(**{**due, "now": 131.0})
 
 
 def test_jitter_only_shortens_the_interval_and_varies_it():

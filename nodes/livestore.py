@@ -1,0 +1,201 @@
+"""Node liveness in Redis: last-seen times, what each node last reported, the web processes' heartbeat budgets.
+
+Keys, under `euler:live:<database name>:` (two deployments or test runs on one Redis never mix):
+- `seen`      sorted set: node id → last heartbeat (Unix time). The live truth; `last_heartbeat_at` in the
+              node row trails it by at most EULER_NODE_SEEN_FLUSH_EVERY (flushed in batches).
+- `n:<id>`    hash: `v` (generation: changes when the node row changes, so that processes drop their cached
+              copy), `fp` (fingerprint of the stored fields), `rfp`/`hk` (listed attempts, last hook run),
+              `iv` (interval last handed out), `u` (reported usage: live GPU figures).
+- `intake`    the newest heartbeat from any node; a heartbeat that finds it old (or missing) notes `resumed`.
+- `born`      when this Redis began holding liveness: an emptied Redis knows nobody, and that is a gap.
+- `webs`      sorted set of `<process>|<budget>` by expiry: the live web processes.
+- `flushed`   the newest last-seen time already written to the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+
+from django.db import connections
+
+from euler import redis as euler_redis
+
+PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def ns() -> str:
+    return f"euler:live:{connections['default'].settings_dict['NAME']}:"
+
+
+def node_key(node_id: int) -> str:
+    return f"{ns()}n:{node_id}"
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def decode_hash(raw: dict) -> dict[str, str]:
+    return {_text(k): _text(v) for k, v in (raw or {}).items()}
+
+
+def as_float(value) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+# --- the heartbeat's round trip (sync and asyncio pipelines take the same commands) ---------------------
+def queue_beat(pipe, *, node_id: int, ts: float, interval: float, usage: dict) -> None:
+    """Results, in order: the node's hash before this beat, ZADD, HSET, the previous intake time."""
+    space = ns()
+    key = f"{space}n:{node_id}"
+    pipe.hgetall(key)
+    pipe.zadd(f"{space}seen", {str(node_id): ts})
+    pipe.hset(key, mapping={"iv": interval, "u": json.dumps(usage, separators=(",", ":"))})
+    pipe.set(f"{space}intake", ts, get=True)
+
+
+def queue_registration(pipe, *, budget: float, now: float, ttl: float) -> None:
+    """Results, in order: ZREMRANGEBYSCORE, ZADD, the live members, the number of nodes known."""
+    space = ns()
+    pipe.zremrangebyscore(f"{space}webs", "-inf", now)
+    pipe.zadd(f"{space}webs", {f"{PROCESS_ID}|{budget:g}": now + ttl})
+    pipe.zrange(f"{space}webs", 0, -1)
+    pipe.zcard(f"{space}seen")
+
+
+def queue_hooks_ran(pipe, *, node_id: int, running_fp: str, at: float) -> None:
+    pipe.hset(node_key(node_id), mapping={"rfp": running_fp, "hk": at})
+
+
+# --- sync helpers (the full path, the worker, the API) ---------------------------------------------------
+def client():
+    return euler_redis.client()
+
+
+def generation(node_id: int) -> str | None:
+    return _text(client().hget(node_key(node_id), "v"))
+
+
+def claim_generation(node_id: int) -> str | None:
+    """A generation for a node that has none (Redis emptied, first heartbeat): ours if nobody set one since."""
+    token = uuid.uuid4().hex[:12]
+    return token if client().hsetnx(node_key(node_id), "v", token) else None
+
+
+def bump(*node_ids: int) -> None:
+    """The node rows changed (approval, draining, credential, online): every process re-reads them."""
+    if not node_ids:
+        return
+    pipe = client().pipeline(transaction=False)
+    for node_id in node_ids:
+        pipe.hset(node_key(node_id), "v", uuid.uuid4().hex[:12])
+    pipe.execute()
+
+
+def set_fingerprint(node_id: int, fp: str) -> None:
+    client().hset(node_key(node_id), "fp", fp)
+
+
+def seen_many(node_ids: list[int]) -> dict[int, float]:
+    """Last-seen Unix times from Redis (nodes it does not know are left out)."""
+    if not node_ids:
+        return {}
+    scores = client().zmscore(f"{ns()}seen", [str(i) for i in node_ids])
+    return {i: s for i, s in zip(node_ids, scores, strict=True) if s is not None}
+
+
+def intervals_many(node_ids: list[int]) -> dict[int, float]:
+    pipe = client().pipeline(transaction=False)
+    for node_id in node_ids:
+        pipe.hget(node_key(node_id), "iv")
+    return {i: v for i, v in zip(node_ids, (as_float(x) for x in pipe.execute()), strict=True) if v is not None}
+
+
+def usage_many(node_ids: list[int]) -> dict[int, dict]:
+    pipe = client().pipeline(transaction=False)
+    for node_id in node_ids:
+        pipe.hget(node_key(node_id), "u")
+    found = {}
+    for node_id, raw in zip(node_ids, pipe.execute(), strict=True):
+        if raw:
+            try:
+                found[node_id] = json.loads(raw)
+            except ValueError:
+                continue
+    return found
+
+
+def born(now: float) -> float:
+    """When this Redis began holding liveness; starts the clock now if it had not (an emptied Redis)."""
+    key = f"{ns()}born"
+    client().set(key, now, nx=True)
+    return as_float(client().get(key)) or now
+
+
+def note_born(now: float) -> None:
+    client().set(f"{ns()}born", now, nx=True)
+
+
+def swap_intake(ts: float) -> float | None:
+    return as_float(client().set(f"{ns()}intake", ts, get=True))
+
+
+def set_resumed(resumed: float, before: float, ttl: int) -> None:
+    client().set(f"{ns()}resumed", f"{resumed!r},{before!r}", ex=ttl)
+
+
+def resumed() -> tuple[float, float]:
+    raw = _text(client().get(f"{ns()}resumed"))
+    if not raw:
+        return 0.0, 0.0
+    a, b = raw.split(",")
+    return float(a), float(b)
+
+
+def seen_since(since: float) -> list[tuple[int, float]]:
+    rows = client().zrangebyscore(f"{ns()}seen", f"({since!r}", "+inf", withscores=True)
+    return [(int(member), score) for member, score in rows]
+
+
+def flushed() -> float:
+    return as_float(client().get(f"{ns()}flushed")) or 0.0
+
+
+def set_flushed(ts: float) -> None:
+    client().set(f"{ns()}flushed", ts)
+
+
+def forget_before(ts: float) -> int:
+    """Drop last-seen entries older than `ts` (deleted or long-gone nodes stop counting toward the interval)."""
+    return client().zremrangebyscore(f"{ns()}seen", "-inf", f"({ts!r}")
+
+
+def forget_node(node_id: int) -> None:
+    pipe = client().pipeline(transaction=False)
+    pipe.zrem(f"{ns()}seen", str(node_id))
+    pipe.delete(node_key(node_id))
+    pipe.execute()
+
+
+def registration(budget: float, ttl: float) -> tuple[list[str], int]:
+    pipe = client().pipeline(transaction=False)
+    queue_registration(pipe, budget=budget, now=time.time(), ttl=ttl)
+    _, _, members, count = pipe.execute()
+    return [_text(m) for m in members], int(count)
+
+
+def reset() -> None:
+    """Delete every liveness key of this database (tests)."""
+    r = client()
+    keys = list(r.scan_iter(match=f"{ns()}*", count=1000))
+    for i in range(0, len(keys), 500):
+        r.delete(*keys[i : i + 500])

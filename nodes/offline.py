@@ -1,0 +1,147 @@
+"""Offline detection: nodes silent for their window go offline, judged by the live last-seen times in Redis.
+
+Candidates come from the database (online rows whose `last_heartbeat_at`, a flush behind Redis, is older
+than EULER_NODE_OFFLINE_AFTER: an index scan that finds only the silent and the not yet flushed); Redis then
+says when each was really last seen and what interval it was told. Two guards keep a control-plane fault
+from looking like a mass death: every online node silent at once (web down, a network cut on our side), and
+an emptied Redis (restarted, flushed), which knows nobody: a node it has not heard from yet gets a whole
+window from the moment this Redis started holding liveness.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from redis.exceptions import RedisError
+
+from nodes import livestore, policy
+from nodes.models import Approval, EventKind, Node, NodeEvent
+from nodes.signals import node_offline, send_on_commit
+
+log = logging.getLogger(__name__)
+
+
+def _control_plane_silence(silent: list[tuple], now) -> bool:
+    """Every online node (two or more) went silent together: far likelier that heartbeats cannot reach us
+    (web tier down, a network cut on our side) than that all machines died at once. Hold for up to
+    EULER_NODE_SILENCE_HOLD seconds after the newest heartbeat rather than declaring every attempt lost."""
+    online = Node.objects.filter(online=True).exclude(approval=Approval.REJECTED).count()
+    if len(silent) < 2 or len(silent) != online:
+        return False
+    newest = max(last for _, _, last in silent)
+    quiet = (now - newest).total_seconds()
+    if quiet >= settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD:
+        return False
+    log.warning(
+        "all %d online nodes silent for %.0f s: heartbeats are probably not reaching the control plane; "
+        "not marking them offline before %.0f s of silence",
+        online,
+        quiet,
+        settings.EULER_NODE_OFFLINE_AFTER + settings.EULER_NODE_SILENCE_HOLD,
+    )
+    return True
+
+
+def _after_outage(silent: list[tuple], now, resumed: float, before: float) -> list[tuple]:
+    """Hosts reconnect one by one after a control-plane outage: a node silent when heartbeats came back gets a
+    whole EULER_NODE_OFFLINE_AFTER from that moment, rather than being judged by its pre-outage heartbeat the
+    instant another node returns (its attempts, often finished during the outage, would be lost and rerun)."""
+    if not resumed or now.timestamp() >= resumed + settings.EULER_NODE_OFFLINE_AFTER:
+        return silent
+    # Held: nodes that were heartbeating until the outage began (not those already silent before it).
+    since = before - settings.EULER_NODE_OFFLINE_AFTER / 2
+    kept = [c for c in silent if not since <= c[2].timestamp() < resumed]
+    if len(kept) < len(silent):
+        log.info("%d silent nodes get until %.0f s after heartbeats resumed", len(silent) - len(kept),
+                 settings.EULER_NODE_OFFLINE_AFTER)  # fmt: skip
+    return kept
+
+
+def _estimate_interval() -> float:
+    """The interval a node is told now, for a node whose own one Redis no longer knows."""
+    try:
+        members = [m.decode() for m in livestore.client().zrange(f"{livestore.ns()}webs", 0, -1)]
+    except RedisError:
+        members = []
+    count = Node.objects.filter(online=True).count()
+    return policy.heartbeat_interval(
+        count,
+        min_interval=settings.EULER_NODE_HEARTBEAT_MIN_INTERVAL,
+        budget=policy.total_budget(members, own=settings.EULER_NODE_HEARTBEAT_BUDGET),
+        max_interval=settings.EULER_NODE_HEARTBEAT_MAX_INTERVAL,
+        jitter=0,
+    )
+
+
+def silent_nodes(now) -> list[tuple[int, str, datetime]]:
+    """(pk, name, last seen) of the online nodes past their window, before the control-plane guards."""
+    floor = now - timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER)
+    rows = list(
+        Node.objects.filter(online=True, last_heartbeat_at__lt=floor)
+        .exclude(approval=Approval.REJECTED)
+        .values_list("pk", "name", "last_heartbeat_at")
+    )
+    if not rows:
+        return []
+    ids = [pk for pk, _, _ in rows]
+    ts = now.timestamp()
+    try:
+        seen, intervals, born = livestore.seen_many(ids), livestore.intervals_many(ids), livestore.born(ts)
+    except RedisError:
+        seen, intervals, born = {}, {}, None  # judged by the database alone, as heartbeats then write it
+    fallback = None
+    silent = []
+    for pk, name, db_last in rows:
+        last = max(db_last.timestamp(), seen.get(pk, 0.0))
+        interval = intervals.get(pk)
+        if interval is None:
+            fallback = _estimate_interval() if fallback is None else fallback
+            interval = fallback
+        window = policy.offline_window(
+            interval, offline_after=settings.EULER_NODE_OFFLINE_AFTER, missed=settings.EULER_NODE_OFFLINE_MISSED
+        )
+        if ts - last < window:
+            continue
+        if pk not in seen and born is not None and last >= born - window and ts - born < window:
+            continue  # alive when this Redis started empty: it gets a whole window to be heard from
+        silent.append((pk, name, datetime.fromtimestamp(last, tz=UTC)))
+    return silent
+
+
+def mark_offline(*, now=None) -> list[int]:
+    """Nodes silent for their window go offline, each once (a conditional UPDATE), with an event and the
+    node_offline signal after commit (the jobs app marks their attempts lost)."""
+    now = now or timezone.now()
+    silent = silent_nodes(now)
+    if silent and _control_plane_silence(silent, now):
+        return []
+    if silent:
+        try:
+            resumed, before = livestore.resumed()
+        except (RedisError, ValueError):
+            resumed, before = 0.0, 0.0
+        silent = _after_outage(silent, now, resumed, before)
+    floor = now - timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER)
+    gone = []
+    for pk, name, last in silent:
+        with transaction.atomic():
+            updated = Node.objects.filter(pk=pk, online=True, last_heartbeat_at__lt=floor).update(
+                online=False, last_heartbeat_at=last
+            )
+            if updated != 1:
+                continue  # a heartbeat (written to the row while Redis was down) got there first
+            quiet = (now - last).total_seconds()
+            NodeEvent.objects.create(node_id=pk, kind=EventKind.OFFLINE, message=f"no heartbeat for {quiet:.0f} s")
+            send_on_commit(node_offline, pk)
+        log.info("node %s offline: no heartbeat for %.0f s", name, quiet)
+        gone.append(pk)
+    if gone:
+        try:
+            livestore.bump(*gone)  # its next heartbeat takes the full path and brings it back online
+        except RedisError:
+            log.warning("could not tell web processes that nodes went offline")
+    return gone

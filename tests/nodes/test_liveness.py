@@ -1,0 +1,229 @@
+"""Liveness in Redis: heartbeats write the node row only on change, last-seen times land in batches, offline
+detection reads Redis (with the control-plane guards), and the interval follows the live web processes."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from nodes import liveness, livestore, services
+from nodes.models import EventKind, Node
+
+pytestmark = pytest.mark.django_db
+
+
+def _writes(ctx: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in ctx.captured_queries if q["sql"].lstrip().upper().startswith(("UPDATE", "INSERT"))]
+
+
+@pytest.fixture
+def known_node(platform_node, heartbeat):
+    """An approved node this process has seen beat (its row cached, its hooks just run)."""
+    node, cred = platform_node
+    services.node_approve(node=node)
+    assert heartbeat(cred).status_code == 200
+    return node, cred
+
+
+def test_a_heartbeat_with_nothing_changed_touches_no_database_row(known_node, heartbeat, django_assert_num_queries):
+    node, cred = known_node
+    with django_assert_num_queries(0):
+        r = heartbeat(cred)
+    assert r.status_code == 200 and r.json()["approval"] == "approved"
+    assert livestore.seen_many([node.pk])[node.pk] >= time.time() - 60
+
+
+def test_a_change_is_written_once(known_node, heartbeat):
+    node, cred = known_node
+    with CaptureQueriesContext(connection) as first:
+        heartbeat(cred, cpu_milli=16000)
+    with CaptureQueriesContext(connection) as second:
+        heartbeat(cred, cpu_milli=16000)
+    assert len([q for q in _writes(first) if "nodes_node" in q]) == 1
+    assert _writes(second) == []
+    node.refresh_from_db()
+    assert node.cpu_milli == 16000
+
+
+def test_live_gpu_figures_are_usage_in_redis_not_a_row_write(enroll, platform_token, heartbeat):
+    from tests.nodes.conftest import gpu
+
+    node, cred = enroll(platform_token, "g1", resources={"cpu_milli": 1000, "memory_bytes": 1, "gpus": [gpu("GPU-a")]})
+    services.node_approve(node=node)
+    heartbeat(cred, gpus=[gpu("GPU-a")])
+    with CaptureQueriesContext(connection) as ctx:
+        heartbeat(cred, gpus=[{**gpu("GPU-a"), "utilization": 88.0}])
+    assert _writes(ctx) == []
+    assert livestore.usage_many([node.pk])[node.pk]["gpus"][0]["utilization"] == 88.0
+
+
+def test_the_batch_flush_lands_last_heartbeat_at_for_many_nodes_in_one_statement():
+    now = time.time()
+    nodes = [Node.objects.create(name=f"f{i}", online=True, last_heartbeat_at=timezone.now() - timedelta(hours=1))
+             for i in range(40)]  # fmt: skip
+    pipe = livestore.client().pipeline()
+    for i, node in enumerate(nodes):
+        pipe.zadd(f"{livestore.ns()}seen", {str(node.pk): now - i * 0.01})
+    pipe.execute()
+    with CaptureQueriesContext(connection) as ctx:
+        assert liveness.flush_seen() == 40
+    assert len(_writes(ctx)) == 1
+    for i, node in enumerate(nodes):
+        node.refresh_from_db()
+        assert abs(node.last_heartbeat_at.timestamp() - (now - i * 0.01)) < 0.001
+    with CaptureQueriesContext(connection) as again:
+        liveness.flush_seen()  # only the overlap is offered again; times never move backwards
+    assert len(_writes(again)) <= 1
+
+
+def test_a_heartbeat_lands_in_the_row_through_the_flush(known_node, heartbeat):
+    node, cred = known_node
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
+    heartbeat(cred)
+    liveness.flush_seen()
+    node.refresh_from_db()
+    assert (timezone.now() - node.last_heartbeat_at).total_seconds() < 30
+
+
+def test_the_api_shows_the_live_last_seen_time(known_node, heartbeat):
+    node, cred = known_node
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
+    heartbeat(cred)
+    [shown] = liveness.live_last_seen(Node.objects.filter(pk=node.pk))
+    assert (timezone.now() - shown.last_heartbeat_at).total_seconds() < 30
+
+
+def _online(name: str, db_age: float, *, seen_age: float | None = None, interval: float = 5) -> Node:
+    now = timezone.now()
+    node = Node.objects.create(name=name, approval="approved", trust="platform", online=True,
+                               last_heartbeat_at=now - timedelta(seconds=db_age))  # fmt: skip
+    if seen_age is not None:
+        livestore.client().zadd(f"{livestore.ns()}seen", {str(node.pk): time.time() - seen_age})
+        livestore.client().hset(livestore.node_key(node.pk), "iv", interval)
+    return node
+
+
+@pytest.fixture
+def windows(settings):
+    settings.EULER_NODE_OFFLINE_AFTER = 30
+    settings.EULER_NODE_SILENCE_HOLD = 90
+    settings.EULER_NODE_OFFLINE_MISSED = 3
+    livestore.note_born(time.time() - 3600)  # this Redis has held liveness for an hour
+
+
+def test_offline_detection_reads_the_live_time_from_redis_not_the_lagging_row(windows):
+    alive = _online("alive", db_age=45, seen_age=2)  # the row trails (no flush yet); Redis heard it
+    dead = _online("dead", db_age=45, seen_age=40)
+    assert liveness.mark_offline() == [dead.pk]
+    alive.refresh_from_db()
+    assert alive.online
+
+
+def test_a_node_told_a_long_interval_gets_several_of_them_before_it_is_offline(windows):
+    slow = _online("slow", db_age=50, seen_age=50, interval=20)  # 3 × 20 s = 60 s window
+    fast = _online("fast", db_age=50, seen_age=50, interval=5)
+    _online("other", db_age=0, seen_age=0)
+    assert liveness.mark_offline() == [fast.pk]
+    later = timezone.now() + timedelta(seconds=11)
+    assert liveness.mark_offline(now=later) == [slow.pk]
+
+
+def test_every_node_silent_at_once_is_a_control_plane_gap(windows):
+    a = _online("a", db_age=45, seen_age=40)
+    b = _online("b", db_age=45, seen_age=42)
+    assert liveness.mark_offline() == []
+    assert sorted(liveness.mark_offline(now=timezone.now() + timedelta(seconds=85))) == sorted([a.pk, b.pk])
+
+
+def _beats(node: Node, now, start: int, end: int) -> None:
+    """The node beats every 5 s from now+start to now+end (seconds), into Redis only."""
+    for t in range(start, end + 1, 5):
+        at = now + timedelta(seconds=t)
+        livestore.client().zadd(f"{livestore.ns()}seen", {str(node.pk): at.timestamp()})
+        liveness.note_intake(at)
+
+
+def test_an_emptied_redis_is_a_gap_not_a_mass_death(windows):
+    now = timezone.now()
+    first, *others = [_online(f"n{i}", db_age=12, seen_age=1) for i in range(3)]  # rows a flush behind
+    _online("never-heard", db_age=600)  # silent long before Redis lost everything
+    livestore.reset()  # Redis restarted empty
+    _beats(first, now, 1, 21)  # the first heartbeat into the new Redis starts its clock
+    gone = liveness.mark_offline(now=now + timedelta(seconds=25))  # the rows are 37 s old; Redis knows one node
+    assert [Node.objects.get(pk=pk).name for pk in gone] == ["never-heard"]
+    assert Node.objects.filter(online=True).count() == 3
+    # Nodes that do not beat into the new Redis within a whole window are offline after all.
+    _beats(first, now, 26, 36)
+    assert sorted(liveness.mark_offline(now=now + timedelta(seconds=40))) == sorted(n.pk for n in others)
+
+
+def test_the_offline_transition_is_written_once_with_an_event_and_the_node_comes_back(known_node, heartbeat, settings):
+    node, cred = known_node
+    later = timezone.now() + timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER * 3 + 61)
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now() - timedelta(hours=1))
+    assert liveness.mark_offline(now=later) == [node.pk]
+    assert liveness.mark_offline(now=later) == []
+    assert heartbeat(cred).status_code == 200  # the cached copy was dropped: the full path brings it back
+    node.refresh_from_db()
+    assert node.online and node.events.filter(kind=EventKind.ONLINE).count() == 2
+
+
+def _register(name: str, budget: float, ttl: float = 15) -> None:
+    livestore.client().zadd(f"{livestore.ns()}webs", {f"{name}|{budget:g}": time.time() + ttl})
+
+
+def test_the_interval_follows_the_number_of_live_web_processes(settings):
+    settings.EULER_NODE_HEARTBEAT_BUDGET = 500
+    settings.EULER_NODE_HEARTBEAT_MIN_INTERVAL = 1
+    settings.EULER_NODE_HEARTBEAT_JITTER = 0
+    pipe = livestore.client().pipeline()
+    for i in range(10_000):
+        pipe.zadd(f"{livestore.ns()}seen", {str(10**9 + i): time.time()})
+    pipe.execute()
+    liveness.register_web()
+    assert liveness.interval_now() == 20  # 10,000 nodes ÷ 500/s: this process alone
+    _register("web-b", 500)
+    liveness.register_web()
+    assert liveness.interval_now() == 10  # a second process halves it
+    _register("web-c", 1000, ttl=-1)  # a process that stopped renewing its registration
+    liveness.register_web()
+    assert liveness.interval_now() == 10
+    livestore.client().zremrangebyscore(f"{livestore.ns()}webs", "-inf", "+inf")
+    liveness.register_web()
+    assert liveness.interval_now() == 20  # web-b went away: back to this process's budget
+
+
+def test_the_heartbeat_reply_carries_the_interval_from_the_live_budget(known_node, heartbeat, settings):
+    settings.EULER_NODE_HEARTBEAT_BUDGET = 1
+    settings.EULER_NODE_HEARTBEAT_JITTER = 0
+    settings.EULER_NODE_HEARTBEAT_MAX_INTERVAL = 600
+    _, cred = known_node
+    liveness._registry["at"] = -1e9
+    assert heartbeat(cred).json()["heartbeat_interval"] == pytest.approx(5)  # 1 node ÷ 1/s, at least MIN (5 s)
+    pipe = livestore.client().pipeline()
+    for i in range(99):
+        pipe.zadd(f"{livestore.ns()}seen", {str(10**9 + i): time.time()})
+    pipe.execute()
+    liveness._registry["at"] = -1e9
+    assert heartbeat(cred).json()["heartbeat_interval"] == pytest.approx(100)
+
+
+def test_with_redis_down_a_known_node_heartbeat_writes_the_row_as_before(known_node, heartbeat, monkeypatch):
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    node, cred = known_node
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
+
+    def down(*args, **kwargs):
+        raise RedisConnectionError("Redis is down")
+
+    monkeypatch.setattr(livestore, "client", down)
+    r = heartbeat(cred)
+    assert r.status_code == 200 and r.json()["approval"] == "approved"
+    node.refresh_from_db()
+    assert (timezone.now() - node.last_heartbeat_at).total_seconds() < 30
