@@ -5,7 +5,11 @@ class JobsConfig(AppConfig):
     name = "jobs"
 
     def ready(self) -> None:
-        from jobs import node_hooks, receivers
+        from jobs import (
+            node_hooks,
+            receivers,
+            tasks,  # noqa: F401 - registers the tasks that jobs.wakeups sends by name, in every process
+        )
         from nodes import channel, signals
 
         channel.register_poll_provider(node_hooks.poll_provider)
