@@ -187,9 +187,14 @@ class Supervisor:
                 return name, code
         return None
 
+    def started(self) -> None:
+        """Start-up is over: from now on a stop signal is only recorded, and run() stops in order (no exception
+        can surface between the end of start-up and run())."""
+        self._starting = False
+
     def run(self) -> int:
         """Wait until a stop signal arrives (exit 0) or a child exits (stop the rest, exit non-zero)."""
-        self._starting = False
+        self.started()
         while self.stop_signal is None:
             exited = self._exited()
             if exited is not None:

@@ -74,6 +74,7 @@ def main() -> int:
         call_command("migrate", interactive=False, verbosity=0)
         _ensure_admin()
         _start_services(sup, settings, host=host, port=port)
+        sup.started()
     except KeyboardInterrupt:
         _say("stopping during start-up…")
         sup.stop_all()  # never leave the embedded redis behind

@@ -24,6 +24,7 @@ RUN = textwrap.dedent(
     sup = Supervisor(stop_timeout=float(sys.argv[1]))
     sup.spawn("polite", ["sh", "-c", "sleep 300 & wait"])
     sup.spawn("stubborn", ["sh", "-c", "trap '' TERM; sleep 300 & while :; do wait; done"])
+    sup.started()  # as make up does before it prints its banner: a signal after "ready" is a plain stop
     print("ready", flush=True)
     sys.exit(sup.run())
     """
