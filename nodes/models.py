@@ -121,7 +121,10 @@ class NodeEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["node", "-created_at"])]
+        indexes = [
+            models.Index(fields=["node", "-created_at"]),
+            models.Index(fields=["created_at"], name="nodeevent_created"),  # retention, oldest first
+        ]
 
     def __str__(self) -> str:
         return f"{self.node_id} {self.kind}"
