@@ -169,7 +169,9 @@ class Executor:
         return {"network": network, "disk_quota": quota}
 
     def watch_disk(self, run: AttemptRun, container_id: str) -> DiskGuard | None:
-        """Measure the container's writable layer while it runs; past `disk_bytes` the run ends `disk_limit`."""
+        """Measure the container's writable layer and volumes while it runs (with a storage quota too: it does
+        not cover volumes); past `disk_bytes` the run ends `disk_limit`. Its volumes go with the container
+        (removed with `v`), after the end is reported."""
         limit = int(run.assignment.disk_bytes) if run.assignment is not None else int(run.record.get("disk_bytes", 0))
         if limit <= 0:
             return None
