@@ -172,6 +172,30 @@ class StorageQuota:
             return self.supported
 
 
+class VolumeAccess:
+    """Whether this agent can walk Docker's volumes (`<data root>/volumes`): checked once, on the first job with
+    a disk limit. Where it cannot (not root, or in a container without the data root mounted at its path), the
+    executor mounts the image's VOLUMEs as tmpfs instead, charged to the job's memory (see Executor)."""
+
+    def __init__(self, api) -> None:
+        self.api = api
+        self.readable: bool | None = None
+        self._lock = threading.Lock()
+
+    def available(self) -> bool:
+        with self._lock:
+            if self.readable is None:
+                root = ""
+                try:
+                    root = str(self.api.info().get("DockerRootDir") or "")
+                    os.close(os.open(os.path.join(root, "volumes"), _DIR_FLAGS))
+                    self.readable = bool(root)
+                except (OSError, derrors.APIError) as exc:
+                    self.readable = False
+                    log.info("cannot read Docker's volumes under %r (%s): image VOLUMEs become tmpfs", root, exc)
+            return self.readable
+
+
 class DiskGuard:
     """Measures one container's writable layer and volumes every DISK_CHECK_SECONDS (less often when that is
     slow: `next_check_in`); past `limit`, or when a volume cannot be measured, kills it and calls

@@ -185,3 +185,14 @@ def test_a_job_within_disk_bytes_on_a_volume_image_succeeds(make_executor, plane
     ended = wait_for(lambda: plane.ended(35), "the ended report")
     assert ended["reason"] == "exited" and ended["exit_code"] == 0
     assert plane.log(35) == "ok\n"
+
+
+@pytest.mark.docker
+def test_where_the_agent_cannot_read_dockers_volumes_an_image_volume_is_a_tmpfs(make_executor, plane, volume_image):  # noqa: F811
+    ex = make_executor()
+    ex.volume_access.readable = False  # as for an agent that is not root, or in a container without the data root
+    job = ["sh", "-c", "grep ' /data ' /proc/mounts | cut -d' ' -f1,3"]
+    ex.handle_assignment(assignment(36, job, image=volume_image, disk_bytes=16 * MIB))
+    ended = wait_for(lambda: plane.ended(36), "the ended report")
+    assert ended["reason"] == "exited" and ended["exit_code"] == 0
+    assert plane.log(36) == "tmpfs tmpfs\n"  # no anonymous volume on the lender's disk
