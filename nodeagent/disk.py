@@ -20,7 +20,8 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from docker import errors as derrors
 
@@ -50,19 +51,39 @@ def next_check_in(elapsed: float, *, interval: float = DISK_CHECK_SECONDS, duty:
     return max(interval, elapsed * (1 - duty) / duty)
 
 
-def volume_mounts(attrs: dict) -> list[tuple[str, str]]:
-    """(destination in the container, source on the host) of each volume mount of an inspected container.
+class VolumeMount(NamedTuple):
+    destination: str  # in the container
+    source: str  # its directory on the host, under Docker's data root
+    name: str  # the volume's name (anonymous: 64 hex digits)
+
+
+def volume_mounts(attrs: dict) -> list[VolumeMount]:
+    """The volume mounts of an inspected container.
 
     The spec builder expresses no volumes or binds, so these are the anonymous volumes of the image's VOLUMEs.
     """
     return [
-        (str(m.get("Destination") or ""), str(m["Source"]))
+        VolumeMount(str(m.get("Destination") or ""), str(m["Source"]), str(m.get("Name") or ""))
         for m in attrs.get("Mounts") or []
         if m.get("Type") == "volume" and m.get("Source")
     ]
 
 
-def container_disk(api, container_id: str) -> tuple[int, list[tuple[str, str]]] | None:
+def remove_volumes(api, names: Iterable[str]) -> None:
+    """Remove these volumes if they outlived their container (removed from outside without `-v`); a volume
+    still in use (its container kept for adoption) or already gone is left alone."""
+    for name in names:
+        try:
+            api.remove_volume(name)
+            log.info("removed volume %s that outlived its container", name[:12])
+        except derrors.NotFound:
+            pass
+        except derrors.APIError as exc:
+            if exc.status_code != 409:
+                log.warning("could not remove volume %s: %s", name[:12], exc)
+
+
+def container_disk(api, container_id: str) -> tuple[int, list[VolumeMount]] | None:
     """Docker's SizeRw (what the job wrote to its writable layer) and its volume mounts; None when it is gone."""
     try:
         attrs = api._result(api._get(api._url("/containers/{0}/json", container_id), params={"size": 1}), True)
@@ -218,6 +239,7 @@ class DiskGuard:
         self.used = 0
         self.crossed_at: float | None = None  # monotonic time of the measurement that found it past the limit
         self._slow_logged = False
+        self.volumes: set[str] = set()  # names of the container's volumes, seen by a measurement
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"euler-disk-{container_id[:12]}")
 
@@ -234,11 +256,12 @@ class DiskGuard:
         if found is None:
             return None
         used, volumes = found
-        for destination, source in volumes:
+        self.volumes.update(v.name for v in volumes if v.name)
+        for volume in volumes:
             try:
-                used += tree_bytes(source)
+                used += tree_bytes(volume.source)
             except Unmeasurable as exc:
-                raise Unmeasurable(f"the job's volume {destination}: {exc}") from None
+                raise Unmeasurable(f"the job's volume {volume.destination}: {exc}") from None
         return used
 
     def _run(self) -> None:

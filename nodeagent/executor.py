@@ -18,7 +18,7 @@ from pathlib import Path
 from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
-from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess
+from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 
 REAP_EVERY_SECONDS = 30.0
@@ -187,10 +187,13 @@ class Executor:
         return guard.start()
 
     def unwatch_disk(self, attempt_id: int) -> None:
+        """Stop measuring; once the run is over (its end reported), volumes that outlived the container go too."""
         with self._lock:
             guard = self._disk_guards.pop(attempt_id, None)
         if guard is not None:
             guard.stop()
+            if guard.volumes and not self.closing.is_set():
+                remove_volumes(self.runner.client.api, sorted(guard.volumes))
 
     def disk_used(self) -> int:
         """What running jobs wrote on this node (last measurements), added back to the free space offered."""

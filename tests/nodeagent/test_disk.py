@@ -38,12 +38,12 @@ def test_next_check_keeps_measuring_within_its_share_of_the_time():
 def test_volume_mounts_are_the_containers_volume_sources_only():
     attrs = {
         "Mounts": [
-            {"Type": "volume", "Destination": "/data", "Source": "/var/lib/docker/volumes/abc/_data"},
+            {"Type": "volume", "Name": "abc", "Destination": "/data", "Source": "/var/lib/docker/volumes/abc/_data"},
             {"Type": "tmpfs", "Destination": "/tmp", "Source": ""},
             {"Type": "bind", "Destination": "/etc/x", "Source": "/etc/x"},
         ]
     }
-    assert volume_mounts(attrs) == [("/data", "/var/lib/docker/volumes/abc/_data")]
+    assert volume_mounts(attrs) == [("/data", "/var/lib/docker/volumes/abc/_data", "abc")]
     assert volume_mounts({"Mounts": None}) == []
 
 
@@ -196,3 +196,24 @@ def test_where_the_agent_cannot_read_dockers_volumes_an_image_volume_is_a_tmpfs(
     ended = wait_for(lambda: plane.ended(36), "the ended report")
     assert ended["reason"] == "exited" and ended["exit_code"] == 0
     assert plane.log(36) == "tmpfs tmpfs\n"  # no anonymous volume on the lender's disk
+
+
+@pytest.mark.docker
+def test_a_volume_left_by_a_container_removed_from_outside_goes_once_the_run_is_over(
+    make_executor,  # noqa: F811
+    plane,  # noqa: F811
+    volume_image,
+):
+    ex = make_executor()
+    ex.handle_assignment(assignment(37, ["sleep", "60"], image=volume_image, disk_bytes=16 * MIB))
+    running = wait_for(lambda: (plane.reports.get(37) or [None])[0], "the running report")
+    volume = _volume_of(running["container_id"])
+    wait_for(lambda: volume in getattr(ex._disk_guards.get(37), "volumes", ()), "the guard's first measurement")
+    client = docker.from_env()
+    try:
+        client.api.remove_container(running["container_id"], force=True)  # `docker rm -f`, without -v
+    finally:
+        client.close()
+    ended = wait_for(lambda: plane.ended(37), "the ended report")
+    assert ended["reason"] == "lost", ended
+    wait_for(lambda: not _volume_exists(volume), "the leftover volume's removal")
