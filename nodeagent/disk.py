@@ -30,11 +30,16 @@ log = logging.getLogger("euler.nodeagent.disk")
 DISK_CHECK_SECONDS = 1.0  # the issue asks for at least every 2 s; a measurement itself takes a few ms
 DISK_GUARD_DUTY = 0.2  # the share of its time a guard may spend measuring: slow walks are spaced out
 MAX_WALK_DEPTH = 128  # directory levels below a volume's root; one open fd per level while walking
+MAX_SEEN_INODES = 100_000  # hard-linked inodes remembered per walk (counted once); past it, counted per link
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 class Unmeasurable(Exception):
     """A volume the guard cannot measure; the job is stopped rather than left unbounded."""
+
+
+class _Over(Exception):
+    """tree_bytes: the count passed `stop_above`; no need to walk on."""
 
 
 def over_limit(used: int | None, limit: int) -> bool:
@@ -92,13 +97,14 @@ def container_disk(api, container_id: str) -> tuple[int, list[VolumeMount]] | No
     return int(attrs.get("SizeRw") or 0), volume_mounts(attrs)
 
 
-def tree_bytes(root: str, *, max_depth: int = MAX_WALK_DEPTH) -> int:
+def tree_bytes(root: str, *, max_depth: int = MAX_WALK_DEPTH, stop_above: int | None = None) -> int:
     """Bytes allocated on disk under `root` (st_blocks × 512; sparse files count what they use), each inode once.
 
     Written for a tree the job controls: symlinks are never followed, other file systems are not entered,
     and every directory is opened relative to its parent's descriptor, so no path length hides anything.
-    Entries that vanish mid-walk are skipped. Raises Unmeasurable when `root` cannot be opened (the agent
-    cannot see Docker's data root) or the tree is deeper than `max_depth`.
+    Entries that vanish mid-walk are skipped. With `stop_above`, the walk ends as soon as the count passes
+    it (the answer is then a lower bound, enough to know the limit is crossed). Raises Unmeasurable when
+    `root` cannot be opened (the agent cannot see Docker's data root) or the tree is deeper than `max_depth`.
     """
     try:
         top = os.open(root, _DIR_FLAGS)
@@ -119,14 +125,18 @@ def tree_bytes(root: str, *, max_depth: int = MAX_WALK_DEPTH) -> int:
                 if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
                     if st.st_ino in seen:
                         continue
-                    seen.add(st.st_ino)
+                    if len(seen) < MAX_SEEN_INODES:
+                        seen.add(st.st_ino)
                 total += st.st_blocks * 512
+                if stop_above is not None and total > stop_above:
+                    raise _Over
                 if stat.S_ISDIR(st.st_mode) and st.st_dev == dev:
                     subdirs.append(entry.name)
         return subdirs
 
-    stack = [(top, scan(top))]
+    stack = [(top, [])]
     try:
+        stack[0] = (top, scan(top))
         while stack:
             fd, pending = stack[-1]
             if not pending:
@@ -148,6 +158,8 @@ def tree_bytes(root: str, *, max_depth: int = MAX_WALK_DEPTH) -> int:
                 raise Unmeasurable(f"its directories under {root} nest deeper than {max_depth} levels")
             stack.append((child, []))  # on the stack before the scan, so that the finally closes it
             stack[-1] = (child, scan(child))
+    except _Over:
+        pass
     except OSError as exc:  # e.g. a directory the job made unreadable, for an agent that is not root
         raise Unmeasurable(f"cannot read under {root}: {exc.strerror}") from None
     finally:
@@ -259,7 +271,7 @@ class DiskGuard:
         self.volumes.update(v.name for v in volumes if v.name)
         for volume in volumes:
             try:
-                used += tree_bytes(volume.source)
+                used += tree_bytes(volume.source, stop_above=max(self.limit - used, 0))
             except Unmeasurable as exc:
                 raise Unmeasurable(f"the job's volume {volume.destination}: {exc}") from None
         return used

@@ -62,6 +62,17 @@ def test_tree_bytes_counts_allocated_blocks_once_and_never_follows_a_symlink(tmp
     assert MIB <= before <= tree_bytes(str(root)) < before + 64 * 1024  # a symlink's target may take a block
 
 
+def test_tree_bytes_stops_walking_once_past_the_bound_it_is_given(tmp_path):
+    for i in range(4):
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / "f").write_bytes(b"x" * MIB)
+    everything = tree_bytes(str(tmp_path))
+    assert everything >= 4 * MIB
+    partial = tree_bytes(str(tmp_path), stop_above=MIB + 1)
+    assert MIB + 1 < partial < everything
+    assert tree_bytes(str(tmp_path / "d0"), stop_above=1000) > 1000  # passed while scanning the root itself
+
+
 def test_tree_bytes_sees_past_path_max_but_not_past_its_depth_limit(tmp_path):
     root = tmp_path / "vol"
     root.mkdir()
