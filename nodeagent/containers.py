@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docker.types import DeviceRequest, LogConfig
+from docker.types import DeviceRequest, LogConfig, Mount
 
 from nodeagent import protocol
 
@@ -58,12 +58,15 @@ def create_kwargs(
     log_max_bytes: int = DEFAULT_CONTAINER_LOG_BYTES,
     network: str | None = None,
     disk_quota: bool = False,
+    memory_volumes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The exact kwargs for `client.containers.create(**kwargs)`; unknown input fields are ignored.
 
     `network`: the agent's own bridge for jobs on the node's egress policy; a job asking for anything but
     "default", or an agent without a usable bridge, gets no network at all. `disk_quota`: the storage driver
     enforces `storage_opt size`, so the job's `disk_bytes` is also a hard quota on its writable layer.
+    `memory_volumes`: the image's VOLUME paths, where the agent cannot measure volumes on disk: each becomes a
+    tmpfs (no bytes on the lender's disk; what the job writes there counts against its memory limit).
     """
     a = assignment if isinstance(assignment, protocol.Assignment) else protocol.Assignment.model_validate(assignment)
     pids = a.pids_limit if 0 < a.pids_limit <= MAX_PIDS_LIMIT else DEFAULT_PIDS_LIMIT
@@ -89,4 +92,7 @@ def create_kwargs(
     kwargs["network_mode"] = network if a.network == "default" and network else "none"
     if disk_quota and a.disk_bytes > 0:
         kwargs["storage_opt"] = {"size": str(a.disk_bytes)}
+    if memory_volumes:
+        size = a.disk_bytes if a.disk_bytes > 0 else memory
+        kwargs["mounts"] = [Mount(target=path, source=None, type="tmpfs", tmpfs_size=size) for path in memory_volumes]
     return kwargs

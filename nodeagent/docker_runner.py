@@ -156,6 +156,14 @@ class DockerRunner:
         except (derrors.APIError, derrors.DockerException) as exc:
             raise RunnerError("image_pull_failed", f"{image}: {getattr(exc, 'explanation', None) or exc}") from None
 
+    def image_volumes(self, image: str) -> tuple[str, ...]:
+        """The paths the image declares as VOLUMEs (each would get an anonymous volume), sorted."""
+        try:
+            config = self.client.api.inspect_image(image).get("Config") or {}
+        except derrors.APIError as exc:
+            raise RunnerError("start_failed", f"{image}: {exc.explanation or exc}") from None
+        return tuple(sorted(str(path) for path in (config.get("Volumes") or {})))
+
     def create_and_start(self, kwargs: dict) -> str:
         """Create (or find, when a container of that name already exists) and start; returns the id.
 

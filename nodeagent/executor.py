@@ -18,7 +18,7 @@ from pathlib import Path
 from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
-from nodeagent.disk import DiskGuard, StorageQuota
+from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 
 REAP_EVERY_SECONDS = 30.0
@@ -90,6 +90,7 @@ class Executor:
         # The job network (nodeagent.egress.Egress, set up by the daemon); None: jobs get no network.
         self.egress = egress
         self.storage_quota = StorageQuota(self.runner.client.api, name_prefix=f"euler-{node_name}")
+        self.volume_access = VolumeAccess(self.runner.client.api)
         self._disk_guards: dict[int, DiskGuard] = {}
 
     # --- the daemon's interface ------------------------------------------------------------------
@@ -163,13 +164,20 @@ class Executor:
         return None
 
     def container_options(self, assignment: protocol.Assignment) -> dict:
-        """The node's part of the container spec: the job network and, where the driver has one, a disk quota."""
+        """The node's part of the container spec: the job network, where the driver has one a disk quota, and
+        where this agent cannot measure Docker's volumes, the image's VOLUMEs as tmpfs (charged to memory)."""
         network = self.egress.network_name if self.egress is not None else None
-        quota = assignment.disk_bytes > 0 and self.storage_quota.available(assignment.image)
-        return {"network": network, "disk_quota": quota}
+        limited = assignment.disk_bytes > 0
+        quota = limited and self.storage_quota.available(assignment.image)
+        in_memory = (
+            self.runner.image_volumes(assignment.image) if limited and not self.volume_access.available() else ()
+        )
+        return {"network": network, "disk_quota": quota, "memory_volumes": in_memory}
 
     def watch_disk(self, run: AttemptRun, container_id: str) -> DiskGuard | None:
-        """Measure the container's writable layer while it runs; past `disk_bytes` the run ends `disk_limit`."""
+        """Measure the container's writable layer and volumes while it runs (with a storage quota too: it does
+        not cover volumes); past `disk_bytes` the run ends `disk_limit`. Its volumes go with the container
+        (removed with `v`), after the end is reported."""
         limit = int(run.assignment.disk_bytes) if run.assignment is not None else int(run.record.get("disk_bytes", 0))
         if limit <= 0:
             return None
@@ -179,10 +187,13 @@ class Executor:
         return guard.start()
 
     def unwatch_disk(self, attempt_id: int) -> None:
+        """Stop measuring; once the run is over (its end reported), volumes that outlived the container go too."""
         with self._lock:
             guard = self._disk_guards.pop(attempt_id, None)
         if guard is not None:
             guard.stop()
+            if guard.volumes and not self.closing.is_set():
+                remove_volumes(self.runner.client.api, sorted(guard.volumes))
 
     def disk_used(self) -> int:
         """What running jobs wrote on this node (last measurements), added back to the free space offered."""

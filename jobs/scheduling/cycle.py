@@ -26,7 +26,7 @@ from jobs import transitions
 from jobs.models import Attempt, Job
 from jobs.scheduling import fairshare, policy
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
-from jobs.states import ACTIVE, ATTEMPT_ACTIVE, AttemptState, JobState
+from jobs.states import ACTIVE, ATTEMPT_ACTIVE, AttemptState, JobState, Network
 from jobs.wakeups import redis_key, wake_nodes
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
     snaps, stored = [], {}
     fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
     fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
-    fields += ("disk_bytes", "allocated_disk_bytes")
+    fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error")
     for row in Node.objects.values(*fields, "allocated_gpus"):
         snaps.append(
             NodeSnapshot(
@@ -73,6 +73,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 memory_bytes=row["memory_bytes"],
                 disk_bytes=row["disk_bytes"],
                 gpu_uuids=tuple(g["uuid"] for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0))),
+                runs_networked=not row["job_egress_error"],  # its agent refuses networked jobs, saying why
             )
         )
         stored[row["id"]] = (
@@ -133,6 +134,7 @@ def job_snapshot(job: Job) -> JobSnapshot:
         needs_secrets=job.has_env,
         not_before=job.not_before.timestamp() if job.not_before else None,
         priority=job.priority,
+        networked=job.network == Network.DEFAULT,
     )
 
 

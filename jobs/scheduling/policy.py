@@ -1,7 +1,8 @@
 """The scheduling policy: a pure function from frozen snapshots to placements (no Django, no clock).
 
 Filters, in the order pending reasons count them: approval, online, draining, pool and ownership,
-`min_trust`, env (platform nodes only), region, `node_selector`, whole free GPUs, free CPU, memory and disk; plus
+`min_trust`, env (platform nodes only), region, `node_selector`, egress (a node whose egress rules are not
+installed refuses jobs with a network), whole free GPUs, free CPU, memory and disk; plus
 the project's concurrency quota and retry backoff on the job side. Score: capacity left after the
 placement (spread); CPU-only jobs use nodes without GPUs while one fits.
 
@@ -44,7 +45,7 @@ GPU_WEIGHT = 8.0  # a free GPU counts like 8 cores in the spread score
 REASON_BACKOFF = "waiting for retry backoff"
 
 # Static filters in reason order: (name, phrase for "N nodes ...").
-_STATIC = ("approval", "online", "draining", "pool", "min_trust", "secrets", "region", "labels")
+_STATIC = ("approval", "online", "draining", "pool", "min_trust", "secrets", "region", "labels", "egress")
 _PHRASES = {
     "approval": "are not approved",
     "online": "are offline",
@@ -54,6 +55,7 @@ _PHRASES = {
     "secrets": "are not platform nodes (the job has env)",
     "region": "are in another region",
     "labels": "lack the node_selector labels",
+    "egress": 'refuse networked jobs (egress rules not installed; network "none" jobs fit)',
 }
 
 
@@ -79,11 +81,13 @@ def _static_reject(node: NodeSnapshot, job: JobSnapshot) -> str | None:
         return "region"
     if job.node_selector and not job.node_selector <= node.labels:
         return "labels"
+    if job.networked and not node.runs_networked:
+        return "egress"
     return None
 
 
 def _key(job: JobSnapshot) -> tuple:
-    return (job.project_id, job.region, job.node_selector, job.pool, job.min_trust, job.needs_secrets)
+    return (job.project_id, job.region, job.node_selector, job.pool, job.min_trust, job.needs_secrets, job.networked)
 
 
 class _Relevant:
@@ -116,6 +120,7 @@ class _Relevant:
             node.owner_project_id if node.owner_project_id in self.projects else None,
             node.region if node.region in self.regions else None,
             labels,
+            node.runs_networked,
             bool(node.gpu_uuids),
         )
 

@@ -27,6 +27,7 @@ class NodeSnapshot:
     memory_bytes: int = 0
     disk_bytes: int | None = None  # None: the node does not report disk (an older agent); not counted
     gpu_uuids: tuple[str, ...] = ()  # in device index order
+    runs_networked: bool = True  # False: its agent could not install its egress rules and refuses networked jobs
     used_cpu_milli: int = 0  # held by active attempts
     used_memory_bytes: int = 0
     used_disk_bytes: int = 0
@@ -49,6 +50,7 @@ class JobSnapshot:
     needs_secrets: bool = False  # has env: platform nodes only
     not_before: float | None = None  # retry backoff
     priority: int = 0  # orders the project's own queue (higher first), then FIFO
+    networked: bool = True  # network "default" (the node's egress policy); False: "none", loopback only
 
 
 @dataclass(frozen=True, slots=True)

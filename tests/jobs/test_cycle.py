@@ -117,3 +117,18 @@ def test_disk_is_held_by_placements_and_named_in_the_pending_reason(submit, make
     assert Job.objects.get(pk=second["id"]).state == "assigned"
     assert Job.objects.get(pk=third["id"]).pending_reason == f"no node fits: 1 lack {10 * 1024**3} free disk bytes"
     assert Node.objects.get(pk=node.pk).allocated_disk_bytes == 20 * 1024**3
+
+
+def test_a_node_whose_egress_rules_are_not_installed_gets_no_networked_job(submit, make_node, schedule):
+    make_node(job_egress="public", job_egress_error="egress setup failed: iptables: Permission denied")
+    networked, offline = submit(), submit(network="none")
+    schedule()
+    networked = Job.objects.get(pk=networked["id"])
+    assert networked.state == "queued"
+    assert networked.pending_reason == (
+        'no node fits: 1 refuse networked jobs (egress rules not installed; network "none" jobs fit)'
+    )
+    assert Job.objects.get(pk=offline["id"]).state == "assigned"
+    make_node(job_egress="public")
+    schedule()
+    assert Job.objects.get(pk=networked.pk).state == "assigned"

@@ -257,3 +257,41 @@ def test_placements_use_up_a_nodes_disk():
 
 def test_a_node_that_does_not_report_disk_is_not_limited_by_it():
     assert placed(policy.place([job(1, disk_bytes=10 * GIB)], [node(1)], now=0)) == {1: 1}
+
+
+EGRESS_REASON = 'refuse networked jobs (egress rules not installed; network "none" jobs fit)'
+
+
+def test_a_networked_job_skips_a_node_whose_egress_rules_are_not_installed():
+    broken, fine = node(1, runs_networked=False, cpu_milli=64000), node(2)  # the broken one scores higher
+    assert placed(policy.place([job(1)], [broken, fine], now=0)) == {1: 2}
+    plan = policy.place([job(1)], [broken], now=0)
+    assert plan.placements == ()
+    assert plan.pending[1] == f"no node fits: 1 {EGRESS_REASON}"
+
+
+def test_a_job_without_network_still_fits_a_node_whose_egress_rules_are_not_installed():
+    broken = node(1, runs_networked=False)
+    plan = policy.place([job(1, networked=False), job(2)], [broken], now=0)
+    assert placed(plan) == {1: 1}
+    assert plan.pending[2] == f"no node fits: 1 {EGRESS_REASON}"
+
+
+def test_the_egress_reason_comes_after_the_other_static_filters_and_before_capacity():
+    nodes = [
+        node(1, region="cn-bj", runs_networked=False),
+        node(2, region="cn-sh", runs_networked=False),  # counted once, for its first filter: the region
+        node(3, region="cn-bj", cpu_milli=500),
+    ]
+    plan = policy.place([job(1, region="cn-bj")], nodes, now=0)
+    assert plan.pending[1] == f"no node fits: 1 are in another region, 1 {EGRESS_REASON}, 1 lack 1000 free millicores"
+
+
+def test_a_reservation_never_lands_on_a_node_that_refuses_the_job():
+    plan = policy.place(
+        [job(1, cpu_milli=4000)],
+        [node(1, runs_networked=False), node(2, used_cpu_milli=1000)],
+        now=1000,
+        reserve_after=10,
+    )
+    assert plan.reservations == {1: 2}

@@ -113,6 +113,16 @@ def test_disk_bytes_becomes_a_storage_quota_only_where_the_driver_enforces_one()
     assert containers.create_kwargs(a, node_name="n1", disk_quota=True)["storage_opt"] == {"size": str(1 << 30)}
 
 
+def test_image_volumes_the_agent_cannot_measure_become_tmpfs_of_the_disk_limit():
+    a = assignment(disk_bytes=1 << 30)
+    assert "mounts" not in containers.create_kwargs(a, node_name="n1")
+    mounts = containers.create_kwargs(a, node_name="n1", memory_volumes=("/data", "/var/lib/x"))["mounts"]
+    assert [dict(m) for m in mounts] == [
+        {"Target": path, "Source": None, "Type": "tmpfs", "ReadOnly": False, "TmpfsOptions": {"SizeBytes": 1 << 30}}
+        for path in ("/data", "/var/lib/x")
+    ]
+
+
 def test_the_engine_log_is_bounded_by_its_files_each_with_room_for_one_overshooting_entry():
     config = containers.container_log_config(1024 * 1024)["Config"]
     files, size = int(config["max-file"]), int(config["max-size"])
