@@ -74,18 +74,36 @@ def volume_mounts(attrs: dict) -> list[VolumeMount]:
     ]
 
 
-def remove_volumes(api, names: Iterable[str]) -> None:
-    """Remove these volumes if they outlived their container (removed from outside without `-v`); a volume
-    still in use (its container kept for adoption) or already gone is left alone."""
-    for name in names:
-        try:
-            api.remove_volume(name)
-            log.info("removed volume %s that outlived its container", name[:12])
-        except derrors.NotFound:
-            pass
-        except derrors.APIError as exc:
-            if exc.status_code != 409:
-                log.warning("could not remove volume %s: %s", name[:12], exc)
+VOLUME_RELEASE_SECONDS = 10.0
+
+
+def remove_volumes(api, names: Iterable[str], *, wait: float = VOLUME_RELEASE_SECONDS, sleep=time.sleep) -> None:
+    """Remove these volumes if they outlived their container (removed from outside without `-v`); one already
+    gone is left alone. The engine releases a removed container's hold on its volumes after `docker rm -f`
+    returns (seen on 20.10: 409 "volume is in use" for a moment), so an in-use answer is asked again for up to
+    `wait` seconds; a volume still in use after that (its container kept) is left alone."""
+    pending, delay = list(names), 0.1
+    deadline = time.monotonic() + wait
+    while pending:
+        busy = []
+        for name in pending:
+            try:
+                api.remove_volume(name)
+                log.info("removed volume %s that outlived its container", name[:12])
+            except derrors.NotFound:
+                pass
+            except derrors.APIError as exc:
+                if exc.status_code == 409:
+                    busy.append(name)
+                else:
+                    log.warning("could not remove volume %s: %s", name[:12], exc)
+        pending = busy
+        if not pending or time.monotonic() + delay > deadline:
+            break
+        sleep(delay)
+        delay = min(delay * 2, 1.0)
+    for name in pending:
+        log.info("volume %s is still in use: left in place", name[:12])
 
 
 def container_disk(api, container_id: str) -> tuple[int, list[VolumeMount]] | None:

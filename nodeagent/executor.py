@@ -192,8 +192,10 @@ class Executor:
             guard = self._disk_guards.pop(attempt_id, None)
         if guard is not None:
             guard.stop()
-            if guard.volumes and not self.closing.is_set():
-                remove_volumes(self.runner.client.api, sorted(guard.volumes))
+            if guard.volumes and not self.closing.is_set():  # off this thread: the engine may hold them a moment
+                threading.Thread(
+                    target=remove_volumes, args=(self.runner.client.api, sorted(guard.volumes)), daemon=True
+                ).start()
 
     def disk_used(self) -> int:
         """What running jobs wrote on this node (last measurements), added back to the free space offered."""

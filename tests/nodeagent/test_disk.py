@@ -12,7 +12,15 @@ import docker
 import pytest
 from docker import errors as derrors
 
-from nodeagent.disk import Unmeasurable, limit_message, next_check_in, over_limit, tree_bytes, volume_mounts
+from nodeagent.disk import (
+    Unmeasurable,
+    limit_message,
+    next_check_in,
+    over_limit,
+    remove_volumes,
+    tree_bytes,
+    volume_mounts,
+)
 
 from .test_executor import assignment, container_gone, make_executor, node, plane, wait_for  # noqa: F401, F811
 
@@ -228,3 +236,34 @@ def test_a_volume_left_by_a_container_removed_from_outside_goes_once_the_run_is_
     ended = wait_for(lambda: plane.ended(37), "the ended report")
     assert ended["reason"] == "lost", ended
     wait_for(lambda: not _volume_exists(volume), "the leftover volume's removal")
+
+
+class _Engine:
+    """remove_volume answers from a script: 409 (in use) until the engine lets the volume go."""
+
+    def __init__(self, answers):
+        self.answers, self.calls = list(answers), 0
+
+    def remove_volume(self, name):
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if answer != 204:
+            raise derrors.APIError("in use" if answer == 409 else "gone", response=_Response(answer))
+
+
+class _Response:
+    def __init__(self, status):
+        self.status_code = status
+        self.reason = ""
+
+
+def test_a_volume_still_held_a_moment_after_its_container_went_is_asked_again():
+    engine = _Engine([409, 409, 204])
+    remove_volumes(engine, ["v1"], wait=10, sleep=lambda s: None)
+    assert engine.calls == 3
+
+
+def test_a_volume_held_past_the_wait_is_left_in_place():
+    engine = _Engine([409] * 50)
+    remove_volumes(engine, ["v1"], wait=0.3)
+    assert 2 <= engine.calls < 50  # asked again, then given up on: no error
