@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from euler.middleware import ContextVarMiddleware
 
 SYSTEM = "system"
 ANONYMOUS = "anonymous"
@@ -81,33 +81,10 @@ def acting(actor: str = SYSTEM, *, ip: str | None = None):
         _caller.reset(token)
 
 
-class AuditContextMiddleware:
-    """Holds the request for the audit context (sync and async, no thread hop); place after authentication."""
+class AuditContextMiddleware(ContextVarMiddleware):
+    """Holds the request for the audit context; place after authentication."""
 
-    sync_capable = True
-    async_capable = True
+    var = _caller
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def _caller(self, request) -> Caller:
+    def enter(self, request) -> Caller:
         return Caller(ip=clean_ip(request.META.get("REMOTE_ADDR")), request=request)
-
-    def __call__(self, request):
-        if self.is_async:
-            return self.__acall__(request)
-        token = _caller.set(self._caller(request))
-        try:
-            return self.get_response(request)
-        finally:
-            _caller.reset(token)
-
-    async def __acall__(self, request):
-        token = _caller.set(self._caller(request))
-        try:
-            return await self.get_response(request)
-        finally:
-            _caller.reset(token)

@@ -13,7 +13,7 @@ import re
 import uuid
 from datetime import UTC, datetime
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from euler.middleware import ContextVarMiddleware
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("euler_request_id", default="")
 _SANE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -25,37 +25,16 @@ def new_request_id(incoming: str | None) -> str:
     return uuid.uuid4().hex
 
 
-class RequestIdMiddleware:
-    """Sets the request id for the request's context (works sync and async, no thread hop)."""
+class RequestIdMiddleware(ContextVarMiddleware):
+    """Sets the request id for the request's context and echoes it in the response."""
 
-    sync_capable = True
-    async_capable = True
+    var = request_id_var
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
+    def enter(self, request) -> str:
+        request.request_id = new_request_id(request.META.get("HTTP_X_REQUEST_ID"))
+        return request.request_id
 
-    def __call__(self, request):
-        if self.is_async:
-            return self.__acall__(request)
-        token = request_id_var.set(new_request_id(request.META.get("HTTP_X_REQUEST_ID")))
-        request.request_id = request_id_var.get()
-        try:
-            response = self.get_response(request)
-        finally:
-            request_id_var.reset(token)
-        response["X-Request-ID"] = request.request_id
-        return response
-
-    async def __acall__(self, request):
-        token = request_id_var.set(new_request_id(request.META.get("HTTP_X_REQUEST_ID")))
-        request.request_id = request_id_var.get()
-        try:
-            response = await self.get_response(request)
-        finally:
-            request_id_var.reset(token)
+    def leave(self, request, response):
         response["X-Request-ID"] = request.request_id
         return response
 

@@ -232,8 +232,12 @@ class Platform:
         self._use_redis_here()
         (self.tmp / "data").mkdir(parents=True, exist_ok=True)
         if web:
+            # Graceful shutdown bounded as `make up` bounds it (a third of its 10 s stop bound): a stopped web cuts
+            # the agents' open long-polls and the clients' open streams after 3 s, rather than serving them on
+            # until they end or the SIGKILL after Proc.stop's 15 s.
             self.spawn("web", [PY, "-m", "uvicorn", "euler.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(self.port), "--no-access-log", "--log-level", "warning"])  # fmt: skip
+                               "--port", str(self.port), "--no-access-log", "--log-level", "warning",
+                               "--timeout-graceful-shutdown", "3"])  # fmt: skip
         if worker:
             self.spawn("worker", [PY, "-m", "celery", "-A", "euler", "worker", "-l", "info",
                                   "-c", str(self.worker_concurrency), "--without-gossip", "--without-mingle"])  # fmt: skip

@@ -9,9 +9,12 @@ import docker
 import pytest
 
 from jobs.node_api.logs import TRUNCATION_MARKER
+from tests.e2e.harness import REPO, Platform
 from tests.e2e.test_jobs import FAST, Euler
 
-pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+# django_db (rolled back per test) only so that pytest-django sets up the test database: the module's rows are
+# written by the module fixture, outside any test's transaction, and flushed when the module ends.
+pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.django_db]
 
 CAP = 2 * 1024 * 1024  # a small EULER_MAX_LOG_BYTES keeps the 30 MB line fast
 BURST_LINES = 250_000  # ~1.6 MB written as fast as the container can: below the cap
@@ -19,11 +22,38 @@ BINARY = bytes(range(256))
 BINARY_REPEAT = 200
 
 
-@pytest.fixture
-def euler(platform_factory, project, docker_engine):
-    e = Euler(platform_factory(env=FAST | {"EULER_MAX_LOG_BYTES": str(CAP)}), project)
-    yield e
-    e.cleanup()
+@pytest.fixture(scope="module")
+def euler(request, django_db_setup, django_db_blocker, docker_engine, tmp_path_factory):
+    """One platform and one node for the module: each test waits for its own jobs to end (and their containers
+    to go where it checks that), so the next finds the node idle. Rows are written outside any test's transaction
+    and flushed when the module ends, as transactional_db does after a test."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from quotas.services import project_create
+
+    failed_before = request.session.testsfailed
+    with django_db_blocker.unblock():
+        platform = Platform(tmp_path_factory.mktemp("hostile"), env=FAST | {"EULER_MAX_LOG_BYTES": str(CAP)})
+        e = None
+        try:
+            platform.start()
+            owner = get_user_model().objects.create_user(username="hostile-owner", password="pw-for-tests")
+            e = Euler(platform, project_create(name="hostile", owner=owner))
+            e.node()
+            # The tests speak HTTP only: this process goes back to its own Redis, so that the per-test liveness
+            # reset (tests/conftest.py) never empties the platform's.
+            platform._restore_redis()
+            yield e
+        finally:
+            if request.session.testsfailed > failed_before:
+                dest = REPO / "var" / "test-artifacts" / "tests_e2e_test_hostile.py" / "platform0"
+                platform.collect(dest)
+                print(f"\nprocess logs kept in {dest}\n{platform.tails()}")
+            if e is not None:
+                e.cleanup()
+            platform.stop()
+            call_command("flush", verbosity=0, interactive=False)
 
 
 def stored_as(raw: bytes) -> str:
@@ -32,7 +62,6 @@ def stored_as(raw: bytes) -> str:
 
 
 def test_a_burst_and_a_binary_job_are_stored_byte_exact_and_a_30_mb_line_is_cut_at_exactly_the_cap(euler):
-    euler.node()
     octal = "".join(f"\\{b:03o}" for b in BINARY)
     binary_script = f"i=0; while [ $i -lt {BINARY_REPEAT} ]; do printf '{octal}'; i=$((i+1)); done"
     burst = euler.submit(["seq", "1", str(BURST_LINES)])
@@ -53,7 +82,6 @@ def test_a_burst_and_a_binary_job_are_stored_byte_exact_and_a_30_mb_line_is_cut_
 
 
 def test_a_container_removed_from_outside_mid_run_ends_its_attempt_lost_and_the_retry_succeeds(euler):
-    euler.node()
     job = euler.submit(["sh", "-c", "sleep 3; echo finished"], max_retries=1, retry_on=["lost"])
     running = euler.wait_state(job["id"], {"running"})
     (container_id,) = euler.containers(running["attempts"][0]["id"])
@@ -67,7 +95,6 @@ def test_a_container_removed_from_outside_mid_run_ends_its_attempt_lost_and_the_
 
 
 def test_a_cancelled_sleep_that_does_not_trap_sigterm_ends_by_the_signal_not_by_the_kill_after_the_grace(euler):
-    euler.node()
     job = euler.submit(["sleep", "120"])  # PID 1 without an init would ignore SIGTERM until the SIGKILL
     running = euler.wait_state(job["id"], {"running"})
     attempt_id = running["attempts"][0]["id"]

@@ -2,9 +2,10 @@
 with jobs that were running at the stop.
 
 Each test starts `make up` (temporary data dir, its own port and local node name) with jobs running on its
-local node and on a separately running `./euler-node`, stops it, waits 5 s or 45 s, starts it again, and checks
-that each job ends exactly once, in a single attempt, with its whole log: short jobs that finished during the
-outage and long ones still running. Then it stops `make up` once more. Between them the two tests cover the
+local node and on a separately running `./euler-node`, stops it, waits 5 s (within every silence window) or
+20 s (past all of them, halved: see HALVED_WINDOWS), starts it again, and checks that each job ends exactly
+once, in a single attempt, with its whole log: short jobs that finished during the outage and long ones still
+running. Then it stops `make up` once more. Between them the two tests cover the
 stop matrix: SIGTERM to the whole process group (systemd, `timeout`, CI runners), kill -9 of the supervisor
 alone, and Ctrl-C (SIGINT to the process group, as a terminal sends it) once and twice. After each stop no
 process of the platform is left: none of the process tree seen just before it (supervisor, watchdog, redis,
@@ -245,12 +246,26 @@ def external_agent(up: MakeUp, tmp_path: Path, settings) -> tuple[Proc, str]:
     return Proc(name, [str(REPO / "euler-node")], env, tmp_path / "ext-node.log").start(), name
 
 
+# The long outage outlasts every window the control plane judges silence by (node offline, silent-attempt grace,
+# redelivery): at their defaults (30 s, 20 s, 30 s) that took a 45 s sleep. With the windows halved (through their
+# settings, in make up's environment) a 20 s sleep keeps the same order: the nodes are silent for the stop, the
+# sleep and the start, more than twice the offline window as before, so the same guards hold in less time.
+HALVED_WINDOWS = {
+    "EULER_NODE_OFFLINE_AFTER": "15",
+    "EULER_NODE_SILENCE_HOLD": "45",
+    "EULER_JOB_MISSING_GRACE": "10",
+    "EULER_JOB_REDELIVER_AFTER": "15",
+}
+
+
 # Each test stops make up twice, once with jobs running and once at its end: the four ways between them.
 @pytest.mark.parametrize(
-    ("outage", "how", "then"), [(5, "sigterm-group", "sigint"), (45, "sigkill-supervisor", "sigint-twice")]
+    ("outage", "windows", "how", "then"),
+    [(5, {}, "sigterm-group", "sigint"), (20, HALVED_WINDOWS, "sigkill-supervisor", "sigint-twice")],
+    ids=["5-sigterm-group-sigint", "20-halved-windows-sigkill-supervisor-sigint-twice"],
 )
 def test_jobs_running_when_make_up_stops_end_once_with_their_whole_log_after_it_starts_again(
-    make_up, project, tmp_path, settings, outage, how, then
+    make_up, project, tmp_path, settings, outage, windows, how, then
 ):
     from jobs.models import Attempt, Job, JobEvent
     from nodes.models import Node
@@ -260,6 +275,7 @@ def test_jobs_running_when_make_up_stops_end_once_with_their_whole_log_after_it_
     def phase(what: str) -> None:
         print(f"\n[{time.monotonic() - t0:6.1f} s] {what}", flush=True)
 
+    make_up.env.update(windows)
     make_up.env["EULER_NODE_LABELS"] = "host=local"
     make_up.start()
     phase("make up answers")

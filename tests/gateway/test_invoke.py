@@ -69,12 +69,14 @@ def test_it_injects_the_agent_auth_header_and_strips_the_callers_credentials(pro
     assert seen["host"] == up.url.removeprefix("http://")
 
 
-def test_weights_three_to_one_split_a_thousand_calls_seventy_five_to_twenty_five(project, upstreams, call):
+# The balancer's exact split over a thousand rounds is tests/gateway/test_balancer.py's; here the weights go through
+# the whole gateway (registration, route, relay), for which two hundred calls show the same split.
+def test_weights_three_to_one_split_two_hundred_calls_seventy_five_to_twenty_five(project, upstreams, call):
     heavy, light = upstreams("heavy"), upstreams("light")
     register(project, "weighted", (heavy.url, 3), (light.url, 1))
-    counts = Counter(call.get("/api/v1/agents/weighted/invoke/echo").json()["instance"] for _ in range(1000))
-    assert abs(counts["heavy"] / 1000 - 0.75) <= 0.03
-    assert counts["heavy"] + counts["light"] == 1000
+    counts = Counter(call.get("/api/v1/agents/weighted/invoke/echo").json()["instance"] for _ in range(200))
+    assert abs(counts["heavy"] / 200 - 0.75) <= 0.03
+    assert counts["heavy"] + counts["light"] == 200
 
 
 def test_sse_events_arrive_as_separate_frames_in_order(project, upstreams, gateway, api_key):
