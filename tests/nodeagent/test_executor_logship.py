@@ -113,6 +113,7 @@ def test_it_resumes_after_a_restart_from_the_spool_without_gap_or_duplicate(tmp_
     # the agent dies here; a new one reads the container's log again from the first byte
     server.down = False
     again = shipper(tmp_path, server, clock)
+    again.rewind()
     for stream, data in log:
         again.feed(stream, data)
     again.finish()
@@ -132,6 +133,7 @@ def test_a_torn_spool_line_is_dropped_and_read_again_from_docker(tmp_path):
         fh.write('{"seq": 9, "offs')
     server.down = False
     again = shipper(tmp_path, server)
+    again.rewind()
     again.feed("stdout", b"first\n")
     again.feed("stdout", b"second\n")
     again.feed("stdout", b"third\n")
@@ -266,6 +268,7 @@ def test_reading_the_log_again_from_the_start_adds_only_what_is_new_even_mid_utf
     server, clock = FakeServer(), Clock()
     s = shipper(tmp_path, server, clock)
     text = "欧拉 line\n".encode() * 3
+    s.rewind()  # the engine log's reader always starts so
     s.feed("stdout", text[:4])  # ends inside the second character
     s.ship()
     s.rewind()  # the follow stream ended early: a plain read returns everything from the first byte
