@@ -393,7 +393,8 @@ class AttemptRun:
             gapped = not complete
             if gapped:
                 self.shipper.record_gap(ROTATED)
-                cursor.since = self.shipper.resume_read_at  # when the spooled output was read (the engine's clock)
+                if self.shipper.resume_read_at:
+                    cursor.start_after(self.shipper.resume_read_at)  # when the spooled output was read
             while not self.ex.closing.is_set() and not self.shipper.capped:
                 replay = cursor.since is None and not gapped
                 if replay:
@@ -408,16 +409,8 @@ class AttemptRun:
                         if ts != first:  # rotated away between the check and this stream
                             gapped = True
                             self.shipper.record_gap(ROTATED)
-                    data = cursor.take(ts, data, stream)
-                    if cursor.rotated_away:
-                        cursor.rotated_away = False
-                        self.shipper.record_gap(ROTATED)
-                    if not data:
-                        continue
-                    self.shipper.wait_for_room(self.ex.closing)
-                    if self.shipper.capped:
+                    if not self._feed_engine(cursor, stream, cursor.take(ts, data, stream)):
                         break
-                    self.shipper.feed(stream, data)
                 if self.shipper.capped or finished:
                     break
                 state = runner.inspect(cid)
@@ -431,6 +424,16 @@ class AttemptRun:
                 self.shipper.finish()
             self._reader_done.set()
             self.shipper.wakeup.set()
+
+    def _feed_engine(self, cursor: LogCursor, stream: str, data: bytes) -> bool:
+        """Feed what the cursor took from the engine's log, after the gap it found if any; False once capped."""
+        if cursor.rotated_away:
+            cursor.rotated_away = False
+            self.shipper.record_gap(ROTATED)
+        if data:
+            self.shipper.wait_for_room(self.ex.closing, self._stop_requested)
+            self.shipper.feed(stream, data)
+        return not self.shipper.capped
 
     def _drain_logs(self) -> None:
         delay = 0.05

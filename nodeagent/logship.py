@@ -100,53 +100,72 @@ class _EngineCount:
 
 
 class LogCursor:
-    """Where a reader stopped in the engine's log: the last frame's timestamp and the bytes taken at it.
+    """Where a reader is in the engine's log: per stream, the last timestamp taken and the bytes taken at it.
 
-    A follow stream can end early (the engine ends it at each json-file rotation); the reader opens a new one
-    `since` that timestamp (inclusive) and `take` drops what it already had, so a reconnect neither re-reads
-    the whole log nor misaligns after a rotation dropped its oldest file.
+    The engine stamps each stream's entries in the order it writes them (the two streams may interleave
+    slightly out of timestamp order), and the partial entries of one long line share a timestamp. So a frame
+    older than its stream's position, or one more at that position once its complete line was taken, is one
+    the engine sends again: on Docker 20.10 a follow stream resends a few entries at each json-file rotation,
+    and a reopened stream starts a little before the last frame (REOPEN_MARGIN_NS, for the interleaving).
+
+    A follow stream can end early (the engine ends it at some rotations); the reader opens a new one `since`
+    (inclusive) and `take` drops what it already had. A reopened stream whose first frame of the last frame's
+    stream is newer than that frame no longer holds it: a rotation deleted it with whatever followed it in the
+    deleted file, and `rotated_away` is set.
     """
 
+    REOPEN_MARGIN_NS = 1_000_000_000
+
     def __init__(self) -> None:
-        self.since: int | None = None
-        self.at = 0
-        self.kind: str | None = None  # the stream of the last frame taken
-        self._resume: int | None = None
-        self._skip = 0
-        self._check: str | None = None
-        self.rotated_away = False  # set by `take`: the engine no longer held the frame this cursor stopped at
+        self.last: int | None = None  # timestamp of the last frame taken
+        self.kind: str | None = None  # and its stream
+        self._pos: dict[str, list] = {}  # stream -> [timestamp, bytes taken at it, bytes to skip at it, line ended]
+        self._want: tuple[str, int] | None = None  # a reopened stream must still hold this stream's frame
+        self.rotated_away = False
+
+    @property
+    def since(self) -> int | None:
+        """Where a new stream starts: a little before the last frame; None: from the first byte."""
+        return None if self.last is None else max(0, self.last - self.REOPEN_MARGIN_NS)
+
+    def start_after(self, ts: int) -> None:
+        """Take only frames newer than `ts` from now on (the log cannot be lined up by count any more)."""
+        self.last, self.kind, self._want = ts, None, None
+        self._pos = {k: [ts, 0, 0, True] for k in STREAMS}
 
     def reopen(self) -> None:
-        self._resume, self._skip = self.since, self.at
-        self._check = self.kind if self.since is not None else None
+        for pos in self._pos.values():
+            pos[2] = pos[1]  # what was taken at each stream's last timestamp comes again
+        self._want = (self.kind, self._pos[self.kind][0]) if self.kind in self._pos else None
 
     def take(self, ts: int | None, data: bytes, kind: str | None = None) -> bytes:
-        """The part of a frame not taken yet. `kind`: its stream, for the check below."""
+        """The part of a frame not taken yet; `kind` is its stream."""
         if ts is None:
             return data
-        if self._check is not None and kind == self._check:
-            # One stream's entries are stamped in the order they are written (the other stream's may interleave
-            # slightly out of order, so only this stream's first frame is looked at): a reopened stream starts
-            # `since` our last frame inclusive, and a first frame newer than it means that frame was deleted
-            # by a rotation, with whatever followed it in the deleted file.
-            self._check = None
-            if ts > self._resume:
+        kind = kind or "stdout"
+        if self._want is not None and kind == self._want[0]:
+            if ts > self._want[1]:
                 self.rotated_away = True
-        if self._resume is not None:
-            if ts < self._resume:
+            self._want = None
+        pos = self._pos.get(kind)
+        if pos is None:
+            pos = self._pos[kind] = [ts, 0, 0, False]
+        elif ts < pos[0]:
+            pos[2] = pos[1]  # the engine went back: what was taken at the position comes again
+            return b""
+        elif ts > pos[0]:
+            pos[:] = [ts, 0, 0, False]
+        elif pos[2] == 0 and pos[3]:
+            pos[2] = pos[1]  # a whole line was taken at this timestamp: this is it again
+        if pos[2]:
+            n = min(pos[2], len(data))
+            pos[2] -= n
+            data = data[n:]
+            if not data:
                 return b""
-            if ts == self._resume:
-                n = min(self._skip, len(data))
-                self._skip -= n
-                data = data[n:]
-            else:
-                self._resume = None
-        if ts == self.since:
-            self.at += len(data)
-        else:
-            self.since, self.at = ts, len(data)
-        if kind is not None:
-            self.kind = kind
+        pos[1] += len(data)
+        pos[3] = data.endswith(b"\n")
+        self.last, self.kind = ts, kind
         return data
 
 

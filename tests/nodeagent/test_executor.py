@@ -404,9 +404,7 @@ def test_a_restart_mid_run_with_both_streams_resumes_each_without_gap_or_duplica
     assert not plane.gaps.get(23)
 
 
-def test_output_the_engine_rotated_away_while_the_agent_was_down_is_recorded_as_lost(
-    make_executor, plane, monkeypatch
-):
+def test_output_the_engine_rotated_away_while_the_agent_was_down_is_recorded_as_lost(make_executor, plane, monkeypatch):
     from nodeagent.attempt_run import ROTATED
 
     monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(1024 * 1024))
@@ -431,3 +429,39 @@ def test_output_the_engine_rotated_away_while_the_agent_was_down_is_recorded_as_
     text = plane.log(24)
     assert text.startswith("first\n") and text.endswith("200000\ndone\nlast\n")
     assert "\n1\n2\n3\n" not in text  # the start of the seq was lost, and is said to be
+
+
+class CountingRunner(DockerRunner):
+    def __init__(self):
+        super().__init__()
+        self.reopened = 0
+
+    def stamped_logs(self, *args, since_ns=None, **kw):
+        self.reopened += since_ns is not None
+        return super().stamped_logs(*args, since_ns=since_ns, **kw)
+
+
+def test_a_followed_engine_log_reopened_at_each_rotation_records_no_false_gap(make_executor, plane, monkeypatch):
+    monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(1024 * 1024))
+    line = "x" * 1000
+    # ~60 KB/s on both streams for ~10 s: 5 rotations of the 1 MiB bound's 128 KiB files, at a pace a reader keeps.
+    # Docker 20.10 resends the last entries of a file at each rotation: taken once.
+    script = (
+        f"echo first; while [ ! -e /tmp/go ]; do sleep 0.05; done; i=0; while [ $i -lt 100 ]; do"
+        f" echo out $i {line}; echo out $i {line}; echo out $i {line}; echo err $i {line} >&2;"
+        f" echo err $i {line} >&2; echo err $i {line} >&2; i=$((i+1)); sleep 0.1; done"
+    )
+    first = make_executor()
+    first.handle_assignment(assignment(25, ["sh", "-c", script]))
+    wait_for(lambda: plane.log(25) == "first\n", "the first line")
+    first.close()  # from here on the agent reads the engine's log: no attach after a restart
+    runner = CountingRunner()
+    second = make_executor(runner=runner)
+    second.adopt()
+    touch(25, first.owner, "/tmp/go")
+    ended = wait_for(lambda: plane.ended(25), "the ended report", timeout=120)
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert plane.stream(25, "stdout") == "first\n" + "".join(f"out {i} {line}\n" * 3 for i in range(100))
+    assert plane.stream(25, "stderr") == "".join(f"err {i} {line}\n" * 3 for i in range(100))
+    assert not plane.gaps.get(25)
+    assert runner.reopened  # at least once, when the container exited (Docker 20.10 ends none at rotations here)
