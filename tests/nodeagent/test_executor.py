@@ -465,3 +465,13 @@ def test_a_followed_engine_log_reopened_at_each_rotation_records_no_false_gap(ma
     assert plane.stream(25, "stderr") == "".join(f"err {i} {line}\n" * 3 for i in range(100))
     assert not plane.gaps.get(25)
     assert runner.reopened  # at least once, when the container exited (Docker 20.10 ends none at rotations here)
+
+
+def test_a_container_an_agent_started_before_dying_is_read_from_the_engines_log(make_executor, plane):
+    ex = make_executor()
+    job = assignment(26, ["sh", "-c", "for i in $(seq 1 20); do echo line $i; sleep 0.02; done"])
+    DockerRunner().create_and_start(containers.create_kwargs(job, node_name=ex.node_name, owner=ex.owner))
+    ex.handle_assignment(job)  # the same attempt again: found by name, already started, so no attach
+    ended = wait_for(lambda: plane.ended(26), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert plane.log(26) == "".join(f"line {i}\n" for i in range(1, 21)) and not plane.gaps.get(26)
