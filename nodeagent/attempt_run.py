@@ -26,9 +26,14 @@ REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_l
 INIT_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
 VANISHED = "the container disappeared: removed outside the agent (docker rm -f) or lost by the Docker engine"
 ROTATED = "the engine's log rotated it away before the agent read it"
+STOPPED_UNREAD = "the job was stopped while its output waited for the control plane; the rest was not read"
+STOPPING_SPOOL_FACTOR = 2  # a stopping job's output may fill the spool to twice its bound (see _read_attached)
 # While attached, how often and how many times the engine log's first entry is looked for (_note_first_entry).
 ANCHOR_RETRY_SECONDS = 0.05
 ANCHOR_TRIES = 100
+ANCHOR_MOST_FRAMES = 10_000  # past this many frames the note is not worth its cost: the replay judges by size
+# An attach that ended (EOF) is the end of the output once the container exits within this many seconds.
+ATTACH_EXIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -301,7 +306,7 @@ class AttemptRun:
         While the shipper's spool is full (control plane unreachable) this reader waits, so the engine blocks
         the job's writes, like a slow terminal: output is slowed, never lost. The cap closes the attach.
         """
-        noting = False
+        noting, early = False, False
         try:
             for stream, data in attach.frames():
                 if not noting:
@@ -310,15 +315,28 @@ class AttemptRun:
                 self.shipper.wait_for_room(self.ex.closing, self._stop_requested)
                 if self.shipper.capped or self.ex.closing.is_set():
                     break
+                if self._stop_requested.is_set() and self.shipper.spool_full(STOPPING_SPOOL_FACTOR):
+                    # The engine cannot end a container whose attach is not read: a stopping job's last output
+                    # is taken past the spool's bound, up to a point; past it the attach is closed, said so.
+                    self.shipper.record_gap(STOPPED_UNREAD)
+                    break
                 self.shipper.feed(stream, data)
+            else:
+                # The attach ends with the container's output. One that ends while the container runs on (the
+                # engine dropped it, or the job closed its stdout and stderr) hands over to the engine's log.
+                early = not (self._exited.wait(ATTACH_EXIT_SECONDS) or self.ex.closing.is_set())
         except Exception:  # noqa: BLE001 - the container ended or vanished; what was read is shipped
             self.ex.log.exception("attempt %s: reading the attached output failed", self.attempt_id)
         finally:
             attach.close()
-            if not self.ex.closing.is_set():
-                self.shipper.finish()
-            self._reader_done.set()
-            self.shipper.wakeup.set()
+        if early and not self.shipper.capped:
+            self.ex.log.warning("attempt %s: the attach ended before the container: reading its log", self.attempt_id)
+            self._read_logs(cid)
+            return
+        if not self.ex.closing.is_set():
+            self.shipper.finish()
+        self._reader_done.set()
+        self.shipper.wakeup.set()
 
     def _note_first_entry(self, cid: str) -> None:
         """Keep the engine log's first timestamp in the record, once it is surely the job's first entry, so that a
@@ -329,7 +347,7 @@ class AttemptRun:
         """
         for _ in range(ANCHOR_TRIES):
             try:
-                first, sure = self._engine_log_start(cid, whole=True)
+                first, sure = self._engine_log_start(cid, whole=True, most_frames=ANCHOR_MOST_FRAMES)
             except Exception:  # noqa: BLE001 - only an aid to a later replay
                 return
             if first is not None:
@@ -340,14 +358,15 @@ class AttemptRun:
             if self._reader_done.wait(ANCHOR_RETRY_SECONDS) or self.ex.closing.is_set():
                 return
 
-    def _engine_log_start(self, cid: str, *, whole: bool) -> tuple[int | None, bool]:
+    def _engine_log_start(self, cid: str, *, whole: bool, most_frames: int | None = None) -> tuple[int | None, bool]:
         """(the engine log's first timestamp or None when it is empty, whether that is surely the job's first).
 
         `whole`: read on to tell, by size, whether json-file can have deleted anything (engine_log_never_rotated),
-        stopping as soon as it holds too much to tell; else only the first frame is read (sure: False).
+        stopping as soon as it holds too much to tell (or more than `most_frames`); else only the first frame is
+        read (sure: False).
         """
         rotation = self.ex.runner.log_rotation(cid) if whole else None
-        first, retained = None, 0
+        first, retained, frames = None, 0, 0
         stream = self.ex.runner.stamped_logs(cid, follow=False)
         try:
             for _, ts, data in stream.stamped():
@@ -356,7 +375,10 @@ class AttemptRun:
                     if rotation is None:
                         return first, False
                 retained += engine_entry_bytes_at_most(data)
-                if not engine_log_never_rotated(retained, max_size=rotation[0], max_file=rotation[1]):
+                frames += 1
+                if not engine_log_never_rotated(retained, max_size=rotation[0], max_file=rotation[1]) or (
+                    most_frames is not None and frames > most_frames
+                ):
                     return first, False
         finally:
             stream.close()
@@ -371,7 +393,7 @@ class AttemptRun:
         noted = self.record.get("log_first_ts")
         first, sure = self._engine_log_start(cid, whole=not noted)
         if first is None:  # nothing held: complete only if nothing was read either
-            return not any((self.shipper.resume_ends or {}).values()), noted
+            return not self.shipper.took_any, noted
         if noted:
             return first == noted, first
         return sure, first
@@ -393,8 +415,8 @@ class AttemptRun:
             gapped = not complete
             if gapped:
                 self.shipper.record_gap(ROTATED)
-                if self.shipper.resume_read_at:
-                    cursor.start_after(self.shipper.resume_read_at)  # when the spooled output was read
+                if self.shipper.read_at:
+                    cursor.start_after(self.shipper.read_at)  # when the spooled output was read
             while not self.ex.closing.is_set() and not self.shipper.capped:
                 replay = cursor.since is None and not gapped
                 if replay:
@@ -479,6 +501,7 @@ class AttemptRun:
         self.ex._forget_files(self.attempt_id)
 
     def _discard(self) -> None:
+        self._stop_requested.set()  # a reader waiting for room lets go: the engine cannot stop an unread attach
         cid = self.record.get("container_id")
         if cid:
             self.ex.runner.stop(cid, grace=self.ex.stop_grace)

@@ -263,12 +263,18 @@ class LogShipper:
         """Backpressure: while the spool is full the reader waits, until one of `stops` is set.
 
         An attached reader that waits holds the job's writes (the engine blocks them): output is slowed, not lost.
+        The engine cannot end such a container either (even a kill waits for its output to be read), so a stop
+        must be one of `stops`.
         """
         with self._lock:
             while self._spool_bytes >= self.max_spool_bytes and not (
                 self.stale or self.capped or any(s.is_set() for s in stops)
             ):
                 self._lock.wait(0.2)
+
+    def spool_full(self, factor: float = 1) -> bool:
+        with self._lock:
+            return self._spool_bytes >= self.max_spool_bytes * factor
 
     def feed(self, stream: str, data: bytes) -> None:
         """New output of `stream`. While replaying (after `rewind`), what this stream already spooled is skipped."""
@@ -356,6 +362,17 @@ class LogShipper:
         self.next_seq += 1
         self.resume_offset += n
         self._last_seal = self.clock()
+
+    @property
+    def took_any(self) -> bool:
+        """Whether any output was spooled or is waiting to be (after a restart: spooled before it)."""
+        with self._lock:
+            return any(self._taken.values())
+
+    @property
+    def read_at(self) -> int | None:
+        """Wall-clock ns when the output fed (or, after a restart, spooled) last was read."""
+        return self._fed_at or self.resume_read_at
 
     def _position(self) -> dict:
         """Where the sealed output ends, for a replay after a restart: engine bytes per stream, read when."""

@@ -377,7 +377,10 @@ def test_a_cancel_stops_a_job_whose_output_waits_for_the_control_plane(make_exec
     ex = make_executor(max_spool_bytes=64 * 1024)
     ex.handle_assignment(assignment(22, ["sh", "-c", "echo first; yes"]))
     wait_for(lambda: plane.log(22).startswith("first\n"), "the first line")
-    plane.down = True  # the spool fills, the reader waits, the job's writes block
+    from nodeagent.attempt_run import STOPPED_UNREAD
+
+    plane.down = True  # the spool fills, the reader waits, the job's writes block (and the engine could not end it)
+    wait_for(lambda: ex._runs[22].shipper.spool_full(), "the spool to fill")
     found = DockerRunner().find_attempt(owner=ex.owner, attempt_id=22)
     ex.handle_command(protocol.Command(type="stop_attempt", attempt_id=22, reason="cancelled"))
     code = DockerRunner().wait(found.container_id)  # the engine's own exit event, while the plane is still down
@@ -385,6 +388,8 @@ def test_a_cancel_stops_a_job_whose_output_waits_for_the_control_plane(make_exec
     plane.down = False
     ended = wait_for(lambda: plane.ended(22), "the ended report")
     assert ended["reason"] == "cancelled"
+    # `yes` had ~1 MiB waiting in the engine: past twice the spool, the reader let go of it, and said so.
+    assert [g["reason"] for g in plane.gaps[22].values()] == [STOPPED_UNREAD]
     wait_for(lambda: container_gone(node, 22), "the container's removal")
 
 
@@ -475,3 +480,18 @@ def test_a_container_an_agent_started_before_dying_is_read_from_the_engines_log(
     ended = wait_for(lambda: plane.ended(26), "the ended report")
     assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
     assert plane.log(26) == "".join(f"line {i}\n" for i in range(1, 21)) and not plane.gaps.get(26)
+
+
+def test_an_attach_that_ends_before_the_container_hands_over_to_the_engines_log(make_executor, plane, caplog):
+    caplog.set_level(logging.INFO)
+    ex = make_executor()
+    script = "echo first; while [ ! -e /tmp/go ]; do sleep 0.05; done; seq 1 1000; echo err >&2"
+    ex.handle_assignment(assignment(27, ["sh", "-c", script]))
+    wait_for(lambda: plane.log(27) == "first\n", "the first line")
+    ex._runs[27]._stream.close()  # as if the engine dropped the attach while the job runs on
+    wait_for(lambda: "the attach ended before the container" in caplog.text, "the hand-over")
+    touch(27, ex.owner, "/tmp/go")
+    ended = wait_for(lambda: plane.ended(27), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert plane.stream(27, "stdout") == "first\n" + "".join(f"{i}\n" for i in range(1, 1001))
+    assert plane.stream(27, "stderr") == "err\n" and not plane.gaps.get(27)
