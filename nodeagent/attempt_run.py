@@ -137,10 +137,11 @@ class AttemptRun:
         finally:
             self.ex._finished(self)
 
-    def _save(self) -> None:
+    def _save(self, **updates) -> None:
         path = self.ex.records_dir / f"{self.attempt_id}.json"
         tmp = path.with_suffix(".tmp")
-        with self._save_lock:  # the run thread and the log reader both save
+        with self._save_lock:  # the run thread and the first-entry note both save
+            self.record.update(updates)
             tmp.write_text(json.dumps(self.record))
             tmp.replace(path)
 
@@ -352,8 +353,7 @@ class AttemptRun:
                 return
             if first is not None:
                 if sure:
-                    self.record["log_first_ts"] = first
-                    self._save()
+                    self._save(log_first_ts=first)
                 return
             if self._reader_done.wait(ANCHOR_RETRY_SECONDS) or self.ex.closing.is_set():
                 return
@@ -454,7 +454,7 @@ class AttemptRun:
             self.shipper.record_gap(ROTATED)
         if data:
             self.shipper.wait_for_room(self.ex.closing, self._stop_requested)
-            self.shipper.feed(stream, data)
+            self.shipper.feed(stream, data, read_at=cursor.last)  # the engine's stamp: where a later gap resumes
         return not self.shipper.capped
 
     def _drain_logs(self) -> None:

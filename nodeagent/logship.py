@@ -276,12 +276,15 @@ class LogShipper:
         with self._lock:
             return self._spool_bytes >= self.max_spool_bytes * factor
 
-    def feed(self, stream: str, data: bytes) -> None:
-        """New output of `stream`. While replaying (after `rewind`), what this stream already spooled is skipped."""
+    def feed(self, stream: str, data: bytes, *, read_at: int | None = None) -> None:
+        """New output of `stream`. While replaying (after `rewind`), what this stream already spooled is skipped.
+
+        `read_at`: when the output was written, in wall-clock ns (the engine's stamp); default now (attached).
+        """
         with self._lock:
             if self.capped:
                 return
-            self._fed_at = time.time_ns()
+            self._fed_at = read_at or time.time_ns()
             if self._replaying:
                 start = self._seen[stream]
                 self._seen[stream] += len(data)
@@ -452,7 +455,9 @@ class LogShipper:
         """The first queued chunk is refused even alone: it becomes a gap (marker + log_truncated on the server)."""
         with self._lock:
             c = self._queue[0]
-            self._queue[0] = {"seq": c["seq"], "offset": c["offset"], "end": c["end"], "gap": reason[:200]}
+            gap = {"seq": c["seq"], "offset": c["offset"], "end": c["end"], "gap": reason[:200]}
+            gap.update({k: c[k] for k in ("ends", "read_at") if k in c})  # where a replay resumes, as before
+            self._queue[0] = gap
 
     def _retry_later(self) -> None:
         self._backoff = min(max(self._backoff * 2, 0.2), 3.0)

@@ -389,3 +389,12 @@ def test_the_engine_log_still_holds_its_first_entry_while_it_holds_less_than_all
     assert engine_log_never_rotated(3 * 100 - 1, max_size=100, max_file=4)
     assert not engine_log_never_rotated(3 * 100, max_size=100, max_file=4)
     assert not engine_log_never_rotated(0, max_size=100, max_file=1)  # one file is truncated in place
+
+
+def test_a_refused_last_chunk_keeps_where_a_replay_resumes(tmp_path):
+    server = StrictServer(bad_seqs={0})
+    s = shipper(tmp_path, server)
+    s.feed("stderr", b"refused\n")
+    s.finish()
+    assert s.ship(force=True) is True and server.gaps
+    assert shipper(tmp_path, server).resume_ends == {"stdout": 0, "stderr": 8}
