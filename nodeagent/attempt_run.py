@@ -82,6 +82,7 @@ class AttemptRun:
         self._stream = None  # what the reader reads: an AttachStream (fresh start) or a LogStream (engine log)
         self._attach = None
         self._save_lock = threading.Lock()
+        self._forgotten = False
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"euler-attempt-{self.attempt_id}")
         self.shipper = LogShipper(
             attempt_id=self.attempt_id,
@@ -141,6 +142,8 @@ class AttemptRun:
         path = self.ex.records_dir / f"{self.attempt_id}.json"
         tmp = path.with_suffix(".tmp")
         with self._save_lock:  # the run thread and the first-entry note both save
+            if self._forgotten:
+                return  # ended: its files are gone and stay gone
             self.record.update(updates)
             tmp.write_text(json.dumps(self.record))
             tmp.replace(path)
@@ -497,6 +500,11 @@ class AttemptRun:
         with contextlib.suppress(Stale):
             self._report(body)
         self.ex.log.info("attempt %s ended: %s (exit %s)", self.attempt_id, reason, exit_code)
+        self._forget()
+
+    def _forget(self) -> None:
+        with self._save_lock:
+            self._forgotten = True
         self.shipper.remove_files()
         self.ex._forget_files(self.attempt_id)
 
@@ -506,8 +514,7 @@ class AttemptRun:
         if cid:
             self.ex.runner.stop(cid, grace=self.ex.stop_grace)
             self.ex.runner.remove(cid)
-        self.shipper.remove_files()
-        self.ex._forget_files(self.attempt_id)
+        self._forget()
 
     def _check_closing(self) -> None:
         if self.ex.closing.is_set():
