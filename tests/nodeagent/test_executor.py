@@ -161,7 +161,7 @@ def test_a_start_failure_ends_as_start_failed_with_dockers_message(make_executor
     make_executor().handle_assignment(assignment(5, ["/no/such/binary"]))
     ended = wait_for(lambda: plane.ended(5), "the ended report")
     assert ended["reason"] == "start_failed" and "no/such/binary" in ended["message"]
-    assert container_gone(node, 5)
+    wait_for(lambda: container_gone(node, 5), "the container's removal")  # removed after the end is reported
 
 
 def test_a_job_past_its_timeout_is_stopped_and_reported_as_timeout(make_executor, plane, node):
