@@ -81,6 +81,7 @@ class AttemptRun:
         self._exit: Exit | None = None
         self._stream = None  # what the reader reads: an AttachStream (fresh start) or a LogStream (engine log)
         self._attach = None
+        self._reading = False  # a reader thread was started
         self._save_lock = threading.Lock()
         self._forgotten = False
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"euler-attempt-{self.attempt_id}")
@@ -136,6 +137,8 @@ class AttemptRun:
         except Exception:  # noqa: BLE001 - one attempt's failure must not take the agent down
             log.exception("attempt %s failed in the executor", self.attempt_id)
         finally:
+            if self._attach is not None and not self._reading:
+                self._attach.close()  # never read: an unread attach would hold the job's writes
             self.ex._finished(self)
 
     def _save(self, **updates) -> None:
@@ -173,6 +176,7 @@ class AttemptRun:
             )
             # Attached before the start: the job's output is read from the first byte, with backpressure.
             cid, self._attach = runner.create_attach_and_start(kwargs)
+            self._stream = self._attach  # from here on close_reader (agent closing) releases it
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
             self._end(reason=exc.reason, exit_code=None, message=exc.message)
@@ -193,19 +197,21 @@ class AttemptRun:
                 self._end(reason="lost", exit_code=None, message=VANISHED)
                 return
             self.state = "exited" if state.finished else "running"
-        if not self.record.get("running_reported"):
-            self._report({"state": "running", "container_id": cid})
-            self.record["running_reported"] = True
-            self._save()
+        # The reader starts before the `running` report: an attached job must not wait for the control plane
+        # to answer it (the reader only spools; shipping starts in the loop below).
         if self.shipper.capped:
             self._reader_done.set()  # the log was full before a restart: nothing more to read
             if self._attach is not None:
                 self._attach.close()
         elif self._attach is not None:
-            self._stream = self._attach
+            self._reading = True
             threading.Thread(target=self._read_attached, args=(cid, self._attach), daemon=True).start()
         else:
+            self._reading = True
             threading.Thread(target=self._read_logs, args=(cid,), daemon=True).start()
+        if not self.record.get("running_reported"):
+            self._report({"state": "running", "container_id": cid})
+            self._save(running_reported=True)
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True).start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         deadline = self.record.get("deadline")

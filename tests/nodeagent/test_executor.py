@@ -495,3 +495,16 @@ def test_an_attach_that_ends_before_the_container_hands_over_to_the_engines_log(
     assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
     assert plane.stream(27, "stdout") == "first\n" + "".join(f"{i}\n" for i in range(1, 1001))
     assert plane.stream(27, "stderr") == "err\n" and not plane.gaps.get(27)
+
+
+def test_a_job_started_while_the_control_plane_is_down_is_not_held_by_its_running_report(make_executor, plane):
+    plane.down = True
+    ex = make_executor()
+    ex.handle_assignment(assignment(28, ["sh", "-c", "seq 1 200000"]))  # 1.3 MB: more than the engine would hold
+    found = wait_for(lambda: DockerRunner().find_attempt(owner=ex.owner, attempt_id=28), "the container")
+    assert DockerRunner().wait(found.container_id) == 0  # it ran to its end while no report could be made
+    plane.down = False
+    ended = wait_for(lambda: plane.ended(28), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert [r["state"] for r in plane.reports[28]] == ["running", "ended"]
+    assert plane.log(28) == "".join(f"{i}\n" for i in range(1, 200_001))
