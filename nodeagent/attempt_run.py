@@ -33,7 +33,7 @@ ANCHOR_RETRY_SECONDS = 0.05
 ANCHOR_TRIES = 100
 ANCHOR_MOST_FRAMES = 10_000  # past this many frames the note is not worth its cost: the replay judges by size
 # An attach that ended (EOF) is the end of the output once the container exits within this many seconds.
-ATTACH_EXIT_SECONDS = 2.0
+ATTACH_EXIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -334,7 +334,10 @@ class AttemptRun:
             else:
                 # The attach ends with the container's output. One that ends while the container runs on (the
                 # engine dropped it, or the job closed its stdout and stderr) hands over to the engine's log.
-                early = not (self._exited.wait(ATTACH_EXIT_SECONDS) or self.ex.closing.is_set())
+                early = not (self.shipper.capped or self.ex.closing.is_set() or self._exited.wait(ATTACH_EXIT_SECONDS))
+                if early:
+                    state = self.ex.runner.inspect(cid)
+                    early = state is not None and state.status == "running"
         except Exception:  # noqa: BLE001 - the container ended or vanished; what was read is shipped
             self.ex.log.exception("attempt %s: reading the attached output failed", self.attempt_id)
         finally:
