@@ -6,7 +6,9 @@ Boots the platform and one local agent like bench/job_latency.py (defaults: EULE
 EULER_NODE_MAX_CONTAINER_LOG_BYTES 64 MiB, stop grace 10 s), then:
 
 1. bytes lost below the cap: jobs print ~6.9 MB of `seq` output (below the cap) at increasing rates, the last
-   one as fast as the container can; the stored log is compared with the expected text byte for byte.
+   one as fast as the container can, then 6 MB of 2-byte lines (`yes | head -n 3000000`, ~210 MB of engine
+   log) as fast as it can; the stored log is compared with the expected text byte for byte. Also printed: the
+   job's run time (the agent reads the attached output with backpressure: a fast job runs at the agent's pace).
 2. peak engine log bytes during a flood: a job writes `--flood-mb` MB of 1 KB lines as fast as it can; the
    container's json-file LogPath (and its rotated siblings) is sampled every ~5 ms until the container is gone.
    Also printed: the job's end state and the delay from the container's exit (engine's FinishedAt) to the job's end.
@@ -73,12 +75,19 @@ def seq_script(rate_mb_s: float | None) -> str:
     )
 
 
+YES_LINES = 3_000_000  # 6,000,000 bytes of "y\n": the shortest lines, the most engine log per byte
+
+
 def lost_below_cap(http) -> None:
-    expected = "".join(f"{i}\n" for i in range(1, SEQ_LINES + 1))
-    print(f"1. bytes lost below the cap ({len(expected):,} bytes of output per job, cap 10 MiB)")
-    for rate in RATES_MB_S:
-        job_id = submit(http, ["sh", "-c", seq_script(rate)], timeout_seconds=600, cpu_milli=1000)
+    seq_text = "".join(f"{i}\n" for i in range(1, SEQ_LINES + 1))
+    print(f"1. bytes lost below the cap ({len(seq_text):,} bytes of `seq` output per job, cap 10 MiB)")
+    runs = [(f"{rate} MB/s" if rate else "unlimited", seq_script(rate), seq_text) for rate in RATES_MB_S]
+    runs.append(("yes, unlimited", f"yes | head -n {YES_LINES}", "y\n" * YES_LINES))
+    for label, script, expected in runs:
+        t0 = time.monotonic()
+        job_id = submit(http, ["sh", "-c", script], timeout_seconds=600, cpu_milli=1000)
         job = wait_end(http, job_id)
+        took = time.monotonic() - t0
         text = http.get(f"jobs/{job_id}/logs").text
         common = 0
         for a, b in zip(text, expected, strict=False):
@@ -86,11 +95,10 @@ def lost_below_cap(http) -> None:
                 break
             common += 1
         lost = len(expected) - common
-        label = "unlimited" if rate is None else f"{rate} MB/s"
         truncated = job["attempts"][0]["log_truncated"]
         print(
-            f"   {label:>10}: {job['state']}, stored {len(text.encode()):,} bytes, "
-            f"exact {text == expected}, lost {lost:,} bytes, log_truncated {truncated}"
+            f"   {label:>14}: {job['state']}, stored {len(text.encode()):,} bytes, "
+            f"exact {text == expected}, lost {lost:,} bytes, log_truncated {truncated}, submit → end {took:.1f} s"
         )
 
 

@@ -13,12 +13,27 @@ from nodeagent import protocol
 from nodeagent.client import Refused, Unreachable
 from nodeagent.containers import create_kwargs
 from nodeagent.docker_runner import ContainerGone, ContainerState, RunnerError, RunnerUnavailable
-from nodeagent.logship import LogCursor, LogShipper, Stale
+from nodeagent.logship import (
+    LogCursor,
+    LogShipper,
+    Stale,
+    engine_entry_bytes_at_most,
+    engine_log_never_rotated,
+)
 
 LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit"}
 INIT_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
 VANISHED = "the container disappeared: removed outside the agent (docker rm -f) or lost by the Docker engine"
+ROTATED = "the engine's log rotated it away before the agent read it"
+STOPPED_UNREAD = "the job was stopped while its output waited for the control plane; the rest was not read"
+STOPPING_SPOOL_FACTOR = 2  # a stopping job's output may fill the spool to twice its bound (see _read_attached)
+# While attached, how often and how many times the engine log's first entry is looked for (_note_first_entry).
+ANCHOR_RETRY_SECONDS = 0.05
+ANCHOR_TRIES = 100
+ANCHOR_MOST_FRAMES = 10_000  # past this many frames the note is not worth its cost: the replay judges by size
+# An attach that ended (EOF) is the end of the output once the container exits within this many seconds.
+ATTACH_EXIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,11 @@ class AttemptRun:
         self._reader_done = threading.Event()
         self._exited = threading.Event()
         self._exit: Exit | None = None
-        self._stream = None
+        self._stream = None  # what the reader reads: an AttachStream (fresh start) or a LogStream (engine log)
+        self._attach = None
+        self._reading = False  # a reader thread was started
+        self._save_lock = threading.Lock()
+        self._forgotten = False
         self.thread = threading.Thread(target=self._main, daemon=True, name=f"euler-attempt-{self.attempt_id}")
         self.shipper = LogShipper(
             attempt_id=self.attempt_id,
@@ -97,8 +116,10 @@ class AttemptRun:
         self.request_stop("disk_limit")
 
     def close_reader(self) -> None:
-        if self._stream is not None:
-            self._stream.close()
+        """Stop reading the job's output (cap reached, agent closing). Closing an attach releases the job's writes."""
+        stream = self._stream
+        if stream is not None:
+            stream.close()
 
     # --- the thread -------------------------------------------------------------------------------
     def _main(self) -> None:
@@ -116,13 +137,19 @@ class AttemptRun:
         except Exception:  # noqa: BLE001 - one attempt's failure must not take the agent down
             log.exception("attempt %s failed in the executor", self.attempt_id)
         finally:
+            if self._attach is not None and not self._reading:
+                self._attach.close()  # never read: an unread attach would hold the job's writes
             self.ex._finished(self)
 
-    def _save(self) -> None:
+    def _save(self, **updates) -> None:
         path = self.ex.records_dir / f"{self.attempt_id}.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.record))
-        tmp.replace(path)
+        with self._save_lock:  # the run thread and the first-entry note both save
+            if self._forgotten:
+                return  # ended: its files are gone and stay gone
+            self.record.update(updates)
+            tmp.write_text(json.dumps(self.record))
+            tmp.replace(path)
 
     def _start(self) -> bool:
         """Image, create, start, `running` report; False when the attempt ended before running."""
@@ -147,7 +174,9 @@ class AttemptRun:
                 log_max_bytes=self.ex.container_log_bytes,
                 **self.ex.container_options(a),
             )
-            cid = runner.create_and_start(kwargs)
+            # Attached before the start: the job's output is read from the first byte, with backpressure.
+            cid, self._attach = runner.create_attach_and_start(kwargs)
+            self._stream = self._attach  # from here on close_reader (agent closing) releases it
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
             self._end(reason=exc.reason, exit_code=None, message=exc.message)
@@ -168,14 +197,21 @@ class AttemptRun:
                 self._end(reason="lost", exit_code=None, message=VANISHED)
                 return
             self.state = "exited" if state.finished else "running"
-        if not self.record.get("running_reported"):
-            self._report({"state": "running", "container_id": cid})
-            self.record["running_reported"] = True
-            self._save()
+        # The reader starts before the `running` report: an attached job must not wait for the control plane
+        # to answer it (the reader only spools; shipping starts in the loop below).
         if self.shipper.capped:
             self._reader_done.set()  # the log was full before a restart: nothing more to read
+            if self._attach is not None:
+                self._attach.close()
+        elif self._attach is not None:
+            self._reading = True
+            threading.Thread(target=self._read_attached, args=(cid, self._attach), daemon=True).start()
         else:
+            self._reading = True
             threading.Thread(target=self._read_logs, args=(cid,), daemon=True).start()
+        if not self.record.get("running_reported"):
+            self._report({"state": "running", "container_id": cid})
+            self._save(running_reported=True)
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True).start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         deadline = self.record.get("deadline")
@@ -274,23 +310,141 @@ class AttemptRun:
         if due:
             time.sleep(min(due, LOOP_SECONDS))
 
+    def _read_attached(self, cid: str, attach) -> None:
+        """The job's output from the attach made before its start: every byte, in order, until it ends (EOF).
+
+        While the shipper's spool is full (control plane unreachable) this reader waits, so the engine blocks
+        the job's writes, like a slow terminal: output is slowed, never lost. The cap closes the attach.
+        """
+        noting, early = False, False
+        try:
+            for stream, data in attach.frames():
+                if not noting:
+                    noting = True
+                    threading.Thread(target=self._note_first_entry, args=(cid,), daemon=True).start()
+                self.shipper.wait_for_room(self.ex.closing, self._stop_requested)
+                if self.shipper.capped or self.ex.closing.is_set():
+                    break
+                if self._stop_requested.is_set() and self.shipper.spool_full(STOPPING_SPOOL_FACTOR):
+                    # The engine cannot end a container whose attach is not read: a stopping job's last output
+                    # is taken past the spool's bound, up to a point; past it the attach is closed, said so.
+                    self.shipper.record_gap(STOPPED_UNREAD)
+                    break
+                self.shipper.feed(stream, data)
+            else:
+                # The attach ends with the container's output. One that ends while the container runs on (the
+                # engine dropped it, or the job closed its stdout and stderr) hands over to the engine's log.
+                early = not (self.shipper.capped or self.ex.closing.is_set() or self._exited.wait(ATTACH_EXIT_SECONDS))
+                if early:
+                    state = self.ex.runner.inspect(cid)
+                    early = state is not None and state.status == "running"
+        except Exception:  # noqa: BLE001 - the container ended or vanished; what was read is shipped
+            self.ex.log.exception("attempt %s: reading the attached output failed", self.attempt_id)
+        finally:
+            attach.close()
+        if early and not self.shipper.capped:
+            self.ex.log.warning("attempt %s: the attach ended before the container: reading its log", self.attempt_id)
+            self._read_logs(cid)
+            return
+        if not self.ex.closing.is_set():
+            self.shipper.finish()
+        self._reader_done.set()
+        self.shipper.wakeup.set()
+
+    def _note_first_entry(self, cid: str) -> None:
+        """Keep the engine log's first timestamp in the record, once it is surely the job's first entry, so that a
+        restarted agent can tell whether the engine still holds the log from its first byte (_engine_log_complete).
+
+        The engine writes its copy just after handing the bytes to the attach: an empty log is looked at again.
+        A log already too large to tell leaves nothing noted (the restarted agent then judges by size alone).
+        """
+        for _ in range(ANCHOR_TRIES):
+            try:
+                first, sure = self._engine_log_start(cid, whole=True, most_frames=ANCHOR_MOST_FRAMES)
+            except Exception:  # noqa: BLE001 - only an aid to a later replay
+                return
+            if first is not None:
+                if sure:
+                    self._save(log_first_ts=first)
+                return
+            if self._reader_done.wait(ANCHOR_RETRY_SECONDS) or self.ex.closing.is_set():
+                return
+
+    def _engine_log_start(self, cid: str, *, whole: bool, most_frames: int | None = None) -> tuple[int | None, bool]:
+        """(the engine log's first timestamp or None when it is empty, whether that is surely the job's first).
+
+        `whole`: read on to tell, by size, whether json-file can have deleted anything (engine_log_never_rotated),
+        stopping as soon as it holds too much to tell (or more than `most_frames`); else only the first frame is
+        read (sure: False).
+        """
+        rotation = self.ex.runner.log_rotation(cid) if whole else None
+        first, retained, frames = None, 0, 0
+        stream = self.ex.runner.stamped_logs(cid, follow=False)
+        try:
+            for _, ts, data in stream.stamped():
+                if first is None:
+                    first = ts
+                    if rotation is None:
+                        return first, False
+                retained += engine_entry_bytes_at_most(data)
+                frames += 1
+                if not engine_log_never_rotated(retained, max_size=rotation[0], max_file=rotation[1]) or (
+                    most_frames is not None and frames > most_frames
+                ):
+                    return first, False
+        finally:
+            stream.close()
+        return first, first is not None and rotation is not None
+
+    def _engine_log_complete(self, cid: str) -> tuple[bool, int | None]:
+        """(whether the engine's log surely still holds the job's first byte, its first timestamp).
+
+        Surely: it starts at the first timestamp the attached reader noted, or it holds too little for json-file
+        to have deleted anything.
+        """
+        noted = self.record.get("log_first_ts")
+        first, sure = self._engine_log_start(cid, whole=not noted)
+        if first is None:  # nothing held: complete only if nothing was read either
+            return not self.shipper.took_any, noted
+        if noted:
+            return first == noted, first
+        return sure, first
+
     def _read_logs(self, cid: str) -> None:
+        """The engine's log (json-file), after an agent restart or when no attach could be made.
+
+        It is read from its first byte and the shipper skips what it already spooled, when the engine still holds
+        that first byte. When it does not (rotated away while no agent read), the spool no longer lines up with
+        it: a gap is recorded and reading resumes from when the spooled output was read. A follow stream the
+        engine ends (at a rotation) is reopened `since` its last frame; a reopened stream that no longer holds
+        that frame records a gap too.
+        """
         runner, cursor, finished = self.ex.runner, LogCursor(), False
         try:
+            complete, first = False, None
+            if self.shipper.resume_ends is not None:  # else a spool from an older agent: cannot line up
+                complete, first = self._engine_log_complete(cid)
+            gapped = not complete
+            if gapped:
+                self.shipper.record_gap(ROTATED)
+                if self.shipper.read_at:
+                    cursor.start_after(self.shipper.read_at)  # when the spooled output was read
             while not self.ex.closing.is_set() and not self.shipper.capped:
-                if cursor.since is None:
+                replay = cursor.since is None and not gapped
+                if replay:
                     self.shipper.rewind()  # from the first byte: the shipper skips what it already spooled
                 cursor.reopen()
                 # Once the container exited, one plain read from where the last stream stopped takes the rest.
                 self._stream = runner.stamped_logs(cid, follow=not finished, since_ns=cursor.since)
+                check_first = replay and first is not None
                 for stream, ts, data in self._stream.stamped():
-                    data = cursor.take(ts, data)
-                    if not data:
-                        continue
-                    self.shipper.wait_for_room(self.ex.closing)
-                    if self.shipper.capped:
+                    if check_first:
+                        check_first = False
+                        if ts != first:  # rotated away between the check and this stream
+                            gapped = True
+                            self.shipper.record_gap(ROTATED)
+                    if not self._feed_engine(cursor, stream, cursor.take(ts, data, stream)):
                         break
-                    self.shipper.feed(stream, data)
                 if self.shipper.capped or finished:
                     break
                 state = runner.inspect(cid)
@@ -304,6 +458,16 @@ class AttemptRun:
                 self.shipper.finish()
             self._reader_done.set()
             self.shipper.wakeup.set()
+
+    def _feed_engine(self, cursor: LogCursor, stream: str, data: bytes) -> bool:
+        """Feed what the cursor took from the engine's log, after the gap it found if any; False once capped."""
+        if cursor.rotated_away:
+            cursor.rotated_away = False
+            self.shipper.record_gap(ROTATED)
+        if data:
+            self.shipper.wait_for_room(self.ex.closing, self._stop_requested)
+            self.shipper.feed(stream, data, read_at=cursor.last)  # the engine's stamp: where a later gap resumes
+        return not self.shipper.capped
 
     def _drain_logs(self) -> None:
         delay = 0.05
@@ -345,16 +509,21 @@ class AttemptRun:
         with contextlib.suppress(Stale):
             self._report(body)
         self.ex.log.info("attempt %s ended: %s (exit %s)", self.attempt_id, reason, exit_code)
+        self._forget()
+
+    def _forget(self) -> None:
+        with self._save_lock:
+            self._forgotten = True
         self.shipper.remove_files()
         self.ex._forget_files(self.attempt_id)
 
     def _discard(self) -> None:
+        self._stop_requested.set()  # a reader waiting for room lets go: the engine cannot stop an unread attach
         cid = self.record.get("container_id")
         if cid:
             self.ex.runner.stop(cid, grace=self.ex.stop_grace)
             self.ex.runner.remove(cid)
-        self.shipper.remove_files()
-        self.ex._forget_files(self.attempt_id)
+        self._forget()
 
     def _check_closing(self) -> None:
         if self.ex.closing.is_set():

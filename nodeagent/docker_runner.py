@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import socket
 import struct
 import time
 from collections.abc import Iterator
@@ -114,6 +115,52 @@ class LogStream:
             self._res.close()
 
 
+class AttachStream:
+    """A container's stdout/stderr as the engine hands it to an attached client: every byte, in order.
+
+    Made before `start`, it sees the output from the first byte; the engine blocks the container's writes while
+    this reader lags (its per-attach buffer holds about 1 MiB), so nothing is lost to the engine log's rotation.
+    Closing it releases the container: the engine drops a closed attach and the job writes on unhindered.
+    """
+
+    def __init__(self, api, container_id: str):
+        self._sock = api.attach_socket(container_id, params={"stdout": 1, "stderr": 1, "stream": 1})
+        self._raw = getattr(self._sock, "_sock", self._sock)
+        self._raw.settimeout(None)  # the API client's timeout must not end a quiet job's stream
+        self._file = self._raw.makefile("rb")
+        self._closed = False
+
+    def frames(self) -> Iterator[tuple[str, bytes]]:
+        """(stream, bytes) per frame until the container's output ends (EOF) or the stream is closed."""
+        read = self._file.read
+        try:
+            while True:
+                header = read(8)
+                if len(header) < 8:
+                    return
+                kind, length = struct.unpack(">BxxxL", header)
+                data = read(length) if length else b""
+                if len(data) < length:
+                    return
+                if data:
+                    yield ("stderr" if kind == 2 else "stdout"), data
+        except (OSError, ValueError, AttributeError):
+            return  # closed under us: the reader is being shut down
+
+    __iter__ = frames
+
+    def close(self) -> None:
+        """Idempotent; wakes a reader blocked in `frames` (shutdown, then close)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._raw.shutdown(socket.SHUT_RDWR)
+        for thing in (self._file, self._sock, self._raw):
+            with contextlib.suppress(Exception):
+                thing.close()
+
+
 def parse_stamp(stamp: bytes, cache: dict[bytes, int] | None = None) -> int | None:
     """`2026-11-30T10:52:46.123456789Z` (RFC 3339, UTC, fraction trimmed) in ns since the epoch; None if not."""
     if len(stamp) < 20 or not stamp.endswith(b"Z"):
@@ -165,8 +212,14 @@ class DockerRunner:
         return tuple(sorted(str(path) for path in (config.get("Volumes") or {})))
 
     def create_and_start(self, kwargs: dict) -> str:
-        """Create (or find, when a container of that name already exists) and start; returns the id.
+        """Create (or find, when a container of that name already exists) and start; returns the id."""
+        return self.create_attach_and_start(kwargs, attach=False)[0]
 
+    def create_attach_and_start(self, kwargs: dict, *, attach: bool = True) -> tuple[str, AttachStream | None]:
+        """Create (or find, when a container of that name already exists), attach, start: (id, attach stream).
+
+        The attach is made before `start`, so it holds the job's output from the first byte. A container found
+        already started (an agent that died mid-start) gets no attach: None, its log is read from the engine.
         The low-level calls skip the inspect that docker-py's high-level create makes (tens of ms).
         """
         api = self.client.api
@@ -182,13 +235,22 @@ class DockerRunner:
                 raise RunnerError("start_failed", str(exc.explanation or exc)) from None
             existing = api.inspect_container(create["name"])
             cid, started = existing["Id"], existing["State"]["Status"] != "created"
-        if not started:
+        if started:
+            return cid, None
+        stream = None
+        if attach:
             try:
-                api.start(cid)
-            except derrors.APIError as exc:
-                self.remove(cid)
-                raise RunnerError("start_failed", str(exc.explanation or exc)) from None
-        return cid
+                stream = AttachStream(api, cid)
+            except (derrors.APIError, requests.exceptions.RequestException, OSError):
+                stream = None  # the engine's log is then the only source, as after an agent restart
+        try:
+            api.start(cid)
+        except derrors.APIError as exc:
+            if stream is not None:
+                stream.close()
+            self.remove(cid)
+            raise RunnerError("start_failed", str(exc.explanation or exc)) from None
+        return cid, stream
 
     # --- running containers ----------------------------------------------------------------
     def logs(self, container_id: str, *, follow: bool = True) -> LogStream:
@@ -197,6 +259,20 @@ class DockerRunner:
     def stamped_logs(self, container_id: str, *, follow: bool = True, since_ns: int | None = None) -> LogStream:
         """Frames with the engine's timestamps, from `since_ns` (inclusive) when given: see LogCursor."""
         return LogStream(self.client.api, container_id, follow=follow, since_ns=since_ns, stamps=True)
+
+    def log_rotation(self, container_id: str) -> tuple[int, int] | None:
+        """The container's json-file rotation as the engine has it: (max-size bytes, max-file); None if not set."""
+        try:
+            config = (self.client.api.inspect_container(container_id).get("HostConfig") or {}).get("LogConfig")
+        except derrors.NotFound:
+            return None
+        opts = (config or {}).get("Config") or {}
+        if (config or {}).get("Type") != "json-file":
+            return None
+        try:
+            return int(opts["max-size"]), int(opts.get("max-file", 1))
+        except (KeyError, ValueError):
+            return None  # a size with a unit (k, m, g) is not what this agent sets
 
     def wait(self, container_id: str) -> int:
         """Block until the container stops; its exit code as the engine recorded it."""

@@ -2,9 +2,13 @@
 
 Every chunk is written to the spool in the state dir before it is sent, so a retry (or a replay after
 an agent restart) reuses the same `seq`, and the server's unique (attempt, seq) makes it idempotent.
-`offset` counts bytes of the attempt's combined stdout/stderr stream as Docker stores it; after a
-restart the reader feeds the container's log again from the start and the shipper skips what it
-already spooled: no gap, no duplicate.
+`offset` counts bytes of the attempt's combined stdout/stderr stream as the agent read it. Each chunk also
+keeps, per stream, how many bytes of the engine's copy (json-file: invalid UTF-8 stored as U+FFFD) it
+ends at: after a restart the reader feeds the engine's log again from the start (`rewind`) and the shipper
+skips, stream by stream, what it already spooled: no gap, no duplicate, whatever order the engine
+interleaved the two streams in. When the engine no longer holds the start of the log, the reader records a
+gap (`record_gap`: a marker line on the server and `log_truncated`) instead of skipping by a count that no
+longer lines up.
 
 Batches are sized against `protocol.MAX_LOG_REQUEST_BYTES` as encoded on the wire. A batch the server
 refuses as too large (413) or malformed (400) is split in halves and sent again; a single chunk still
@@ -14,6 +18,7 @@ When the server answers `capped` the attempt's log is full: the shipper drops wh
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 import os
@@ -55,39 +60,112 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
-class LogCursor:
-    """Where a reader stopped in the engine's log: the last frame's timestamp and the bytes taken at it.
+STREAMS = ("stdout", "stderr")
+# What json-file writes around one entry at most: {"log":"","stream":"stdout","time":"<RFC 3339, ns>"} and \n.
+ENGINE_ENTRY_ENVELOPE_BYTES = 80
+# Bytes JSON may escape to 6 (\u00XX): control characters, HTML-sensitive ones, and anything not ASCII (an
+# upper bound: valid UTF-8 is written as is, invalid bytes as \ufffd).
+_ESCAPABLE = bytes(range(0x20)) + b'"\\<>&' + bytes(range(0x7F, 0x100))
 
-    A follow stream can end early (the engine ends it at each json-file rotation); the reader opens a new one
-    `since` that timestamp (inclusive) and `take` drops what it already had, so a reconnect neither re-reads
-    the whole log nor misaligns after a rotation dropped its oldest file.
+
+def engine_entry_bytes_at_most(data: bytes) -> int:
+    """At most how many bytes json-file's file holds for one entry (one frame read back) of `data`."""
+    special = len(data) - len(data.translate(None, _ESCAPABLE))
+    return ENGINE_ENTRY_ENVELOPE_BYTES + len(data) + 5 * special
+
+
+def engine_log_never_rotated(retained_at_most: int, *, max_size: int, max_file: int) -> bool:
+    """Pure: whether the engine's json-file log still holds its first entry, from what it holds now.
+
+    json-file rotates a file once it reached `max_size` and deletes the oldest only when `max_file` files
+    exist, so once anything was deleted at least `max_file - 1` full files remain. Less than that retained
+    (`retained_at_most`: an upper bound, see engine_entry_bytes_at_most): nothing was ever deleted.
+    """
+    return max_file >= 2 and retained_at_most < (max_file - 1) * max_size
+
+
+class _EngineCount:
+    """Counts bytes of one stream as the engine's json-file copy holds them (invalid UTF-8 as U+FFFD, 3 bytes).
+
+    The Go encoder behind json-file replaces each byte that does not start or continue a valid sequence;
+    Python's decoder with surrogateescape maps exactly those bytes to one lone surrogate each.
     """
 
     def __init__(self) -> None:
-        self.since: int | None = None
-        self.at = 0
-        self._resume: int | None = None
-        self._skip = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+
+    def add(self, data: bytes) -> int:
+        text = self._decoder.decode(data)
+        return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+class LogCursor:
+    """Where a reader is in the engine's log: per stream, the last timestamp taken and the bytes taken at it.
+
+    The engine stamps each stream's entries in the order it writes them (the two streams may interleave
+    slightly out of timestamp order), and the partial entries of one long line share a timestamp. So a frame
+    older than its stream's position, or one more at that position once its complete line was taken, is one
+    the engine sends again: on Docker 20.10 a follow stream resends a few entries at each json-file rotation,
+    and a reopened stream starts a little before the last frame (REOPEN_MARGIN_NS, for the interleaving).
+
+    A follow stream can end early (the engine ends it at some rotations); the reader opens a new one `since`
+    (inclusive) and `take` drops what it already had. A reopened stream whose first frame of the last frame's
+    stream is newer than that frame no longer holds it: a rotation deleted it with whatever followed it in the
+    deleted file, and `rotated_away` is set.
+    """
+
+    REOPEN_MARGIN_NS = 1_000_000_000
+
+    def __init__(self) -> None:
+        self.last: int | None = None  # timestamp of the last frame taken
+        self.kind: str | None = None  # and its stream
+        self._pos: dict[str, list] = {}  # stream -> [timestamp, bytes taken at it, bytes to skip at it, line ended]
+        self._want: tuple[str, int] | None = None  # a reopened stream must still hold this stream's frame
+        self.rotated_away = False
+
+    @property
+    def since(self) -> int | None:
+        """Where a new stream starts: a little before the last frame; None: from the first byte."""
+        return None if self.last is None else max(0, self.last - self.REOPEN_MARGIN_NS)
+
+    def start_after(self, ts: int) -> None:
+        """Take only frames newer than `ts` from now on (the log cannot be lined up by count any more)."""
+        self.last, self.kind, self._want = ts, None, None
+        self._pos = {k: [ts, 0, 0, True] for k in STREAMS}
 
     def reopen(self) -> None:
-        self._resume, self._skip = self.since, self.at
+        for pos in self._pos.values():
+            pos[2] = pos[1]  # what was taken at each stream's last timestamp comes again
+        self._want = (self.kind, self._pos[self.kind][0]) if self.kind in self._pos else None
 
-    def take(self, ts: int | None, data: bytes) -> bytes:
+    def take(self, ts: int | None, data: bytes, kind: str | None = None) -> bytes:
+        """The part of a frame not taken yet; `kind` is its stream."""
         if ts is None:
             return data
-        if self._resume is not None:
-            if ts < self._resume:
+        kind = kind or "stdout"
+        if self._want is not None and kind == self._want[0]:
+            if ts > self._want[1]:
+                self.rotated_away = True
+            self._want = None
+        pos = self._pos.get(kind)
+        if pos is None:
+            pos = self._pos[kind] = [ts, 0, 0, False]
+        elif ts < pos[0]:
+            pos[2] = pos[1]  # the engine went back: what was taken at the position comes again
+            return b""
+        elif ts > pos[0]:
+            pos[:] = [ts, 0, 0, False]
+        elif pos[2] == 0 and pos[3]:
+            pos[2] = pos[1]  # a whole line was taken at this timestamp: this is it again
+        if pos[2]:
+            n = min(pos[2], len(data))
+            pos[2] -= n
+            data = data[n:]
+            if not data:
                 return b""
-            if ts == self._resume:
-                n = min(self._skip, len(data))
-                self._skip -= n
-                data = data[n:]
-            else:
-                self._resume = None
-        if ts == self.since:
-            self.at += len(data)
-        else:
-            self.since, self.at = ts, len(data)
+        pos[1] += len(data)
+        pos[3] = data.endswith(b"\n")
+        self.last, self.kind = ts, kind
         return data
 
 
@@ -116,26 +194,41 @@ class LogShipper:
         self._pending = bytearray()
         self._pending_stream = "stdout"
         self._last_seal = float("-inf")  # chunks go out at most every flush_seconds, the first one at once
-        self._seen = 0  # bytes of the container's log fed so far (including skipped ones)
+        self._replaying = False  # `rewind`: the feed is the engine's log again from its first byte
+        self._seen = dict.fromkeys(STREAMS, 0)  # while replaying: engine bytes fed per stream, skipped ones too
+        self._fed_at = 0  # wall-clock ns of the last feed: when the spooled bytes were read (see resume_read_at)
         self._next_retry = 0.0
         self._backoff = 0.0
         self.stale = False
         self.capped = False  # the server's cap is reached: nothing more is read or shipped
         self.refused_unrecorded = 0  # bytes whose gap notice was itself refused (logged; should never happen)
         self.wakeup = threading.Event()  # set when output arrives, so the shipping loop need not poll
-        self.acked_seq, self.acked_end, self.capped = self._load_ack()
+        self.acked_seq, self.acked_end, self.capped, ack = self._load_ack()
         self._load_spool()
-        last = self._queue[-1] if self._queue else None
-        self.next_seq = last["seq"] + 1 if last else self.acked_seq + 1
-        self.resume_offset = last["end"] if last else self.acked_end  # fed bytes below this are already spooled
+        last = self._queue[-1] if self._queue else ack
+        self.next_seq = last["seq"] + 1 if self._queue else self.acked_seq + 1
+        self.resume_offset = last["end"] if self._queue else self.acked_end  # fed bytes below this are spooled
+        # Per stream, the engine bytes spooled, and when they were read (wall-clock ns); from the last chunk or
+        # the acknowledgement. resume_ends is None for a spool written before they were kept.
+        ends = (last or {}).get("ends")
+        nothing = self.resume_offset == 0 and not self._queue
+        self.resume_ends: dict[str, int] | None = (
+            dict(zip(STREAMS, map(int, ends), strict=True)) if ends else dict.fromkeys(STREAMS, 0) if nothing else None
+        )
+        self.resume_read_at: int | None = (last or {}).get("read_at")
+        self._acked_position = {k: ack[k] for k in ("ends", "read_at") if ack and k in ack}
+        self._sealed = dict(self.resume_ends or dict.fromkeys(STREAMS, 0))  # engine bytes per stream, sealed
+        self._taken = dict(self._sealed)  # … sealed or pending
+        self._count_taken = {k: _EngineCount() for k in STREAMS}
+        self._count_sealed = {k: _EngineCount() for k in STREAMS}
 
     # --- persistence ---------------------------------------------------------------------------
-    def _load_ack(self) -> tuple[int, int, bool]:
+    def _load_ack(self) -> tuple[int, int, bool, dict | None]:
         try:
             data = json.loads(self.ack_path.read_text())
-            return int(data["seq"]), int(data["end"]), bool(data.get("capped"))
+            return int(data["seq"]), int(data["end"]), bool(data.get("capped")), data
         except (OSError, ValueError, KeyError, TypeError):
-            return -1, 0, False
+            return -1, 0, False, None
 
     def _load_spool(self) -> None:
         try:
@@ -156,7 +249,9 @@ class LogShipper:
 
     def _write_ack(self) -> None:
         tmp = self.ack_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"seq": self.acked_seq, "end": self.acked_end, "capped": self.capped}))
+        ack = {"seq": self.acked_seq, "end": self.acked_end, "capped": self.capped}
+        ack.update(self._acked_position)
+        tmp.write_text(json.dumps(ack))
         os.replace(tmp, self.ack_path)
 
     def remove_files(self) -> None:
@@ -164,29 +259,68 @@ class LogShipper:
             path.unlink(missing_ok=True)
 
     # --- feeding (reader thread) -----------------------------------------------------------------
-    def wait_for_room(self, stop: threading.Event) -> None:
-        """Backpressure: while the spool is full the reader waits (Docker keeps the rest in its log)."""
+    def wait_for_room(self, *stops: threading.Event) -> None:
+        """Backpressure: while the spool is full the reader waits, until one of `stops` is set.
+
+        An attached reader that waits holds the job's writes (the engine blocks them): output is slowed, not lost.
+        The engine cannot end such a container either (even a kill waits for its output to be read), so a stop
+        must be one of `stops`.
+        """
         with self._lock:
-            while self._spool_bytes >= self.max_spool_bytes and not (stop.is_set() or self.stale or self.capped):
+            while self._spool_bytes >= self.max_spool_bytes and not (
+                self.stale or self.capped or any(s.is_set() for s in stops)
+            ):
                 self._lock.wait(0.2)
 
-    def feed(self, stream: str, data: bytes) -> None:
+    def spool_full(self, factor: float = 1) -> bool:
+        with self._lock:
+            return self._spool_bytes >= self.max_spool_bytes * factor
+
+    def feed(self, stream: str, data: bytes, *, read_at: int | None = None) -> None:
+        """New output of `stream`. While replaying (after `rewind`), what this stream already spooled is skipped.
+
+        `read_at`: when the output was written, in wall-clock ns (the engine's stamp); default now (attached).
+        """
         with self._lock:
             if self.capped:
                 return
-            start, self._seen = self._seen, self._seen + len(data)
-            taken = self.resume_offset + len(self._pending)  # bytes already spooled or waiting to be sealed
-            if self._seen <= taken:
-                return
-            if start < taken:
-                data = data[taken - start :]
+            self._fed_at = read_at or time.time_ns()
+            if self._replaying:
+                start = self._seen[stream]
+                self._seen[stream] += len(data)
+                taken = self._taken[stream]
+                if self._seen[stream] <= taken:
+                    return
+                if start < taken:
+                    data = data[taken - start :]
             if self._pending and stream != self._pending_stream:
                 self._seal(force=True)
             if not self._pending:
                 self._pending_stream = stream
             self._pending += data
+            # The engine's copy is valid UTF-8 frame by frame: its count is its length. Raw output (attached) is
+            # counted as the engine stores it.
+            self._taken[stream] += len(data) if self._replaying else self._count_taken[stream].add(data)
             while len(self._pending) >= CHUNK_BYTES:
                 self._seal(force=False, limit=CHUNK_BYTES)
+        self.wakeup.set()
+
+    def record_gap(self, reason: str) -> None:
+        """Output the engine deleted before the agent read it: a gap here (a marker and `log_truncated` on the
+        server), and from now on every fed byte counts as new (the replay can no longer skip by count)."""
+        with self._lock:
+            if self.capped:
+                return
+            while self._pending:
+                self._seal(force=True)
+            offset = self.resume_offset
+            gap = {"seq": self.next_seq, "offset": offset, "end": offset, "gap": reason[:200]}
+            gap.update(self._position())
+            with self.spool_path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(gap) + "\n")
+            self._queue.append(gap)
+            self.next_seq += 1
+            self._replaying = False
         self.wakeup.set()
 
     def due_in(self) -> float | None:
@@ -210,7 +344,8 @@ class LogShipper:
         Nothing is sealed here, so a UTF-8 sequence torn by the end of one read is completed by the next.
         """
         with self._lock:
-            self._seen = 0
+            self._replaying = True
+            self._seen = dict.fromkeys(STREAMS, 0)
 
     def _seal(self, *, force: bool, limit: int = CHUNK_BYTES) -> None:
         n = min(len(self._pending), limit) if force else utf8_cut(self._pending, limit)
@@ -221,6 +356,8 @@ class LogShipper:
         offset = self.resume_offset
         chunk = {"seq": self.next_seq, "offset": offset, "stream": self._pending_stream, "data": _text(raw)}
         chunk["end"] = offset + n
+        self._sealed[self._pending_stream] += self._count_sealed[self._pending_stream].add(raw)
+        chunk.update(self._position())
         with self.spool_path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(chunk, ensure_ascii=False) + "\n")
         self._queue.append(chunk)
@@ -228,6 +365,21 @@ class LogShipper:
         self.next_seq += 1
         self.resume_offset += n
         self._last_seal = self.clock()
+
+    @property
+    def took_any(self) -> bool:
+        """Whether any output was spooled or is waiting to be (after a restart: spooled before it)."""
+        with self._lock:
+            return any(self._taken.values())
+
+    @property
+    def read_at(self) -> int | None:
+        """Wall-clock ns when the output fed (or, after a restart, spooled) last was read."""
+        return self._fed_at or self.resume_read_at
+
+    def _position(self) -> dict:
+        """Where the sealed output ends, for a replay after a restart: engine bytes per stream, read when."""
+        return {"ends": [self._sealed[k] for k in STREAMS], "read_at": self._fed_at or None}
 
     # --- shipping (run thread) -------------------------------------------------------------------
     @property
@@ -303,7 +455,9 @@ class LogShipper:
         """The first queued chunk is refused even alone: it becomes a gap (marker + log_truncated on the server)."""
         with self._lock:
             c = self._queue[0]
-            self._queue[0] = {"seq": c["seq"], "offset": c["offset"], "end": c["end"], "gap": reason[:200]}
+            gap = {"seq": c["seq"], "offset": c["offset"], "end": c["end"], "gap": reason[:200]}
+            gap.update({k: c[k] for k in ("ends", "read_at") if k in c})  # where a replay resumes, as before
+            self._queue[0] = gap
 
     def _retry_later(self) -> None:
         self._backoff = min(max(self._backoff * 2, 0.2), 3.0)
@@ -315,6 +469,7 @@ class LogShipper:
                 done = self._queue.popleft()
                 self._spool_bytes -= done["end"] - done["offset"]
             self.acked_seq, self.acked_end = batch[-1]["seq"], batch[-1]["end"]
+            self._acked_position = {k: batch[-1][k] for k in ("ends", "read_at") if k in batch[-1]}
             if capped:
                 # Past the cap the server stores nothing more and has recorded the truncation: stop here.
                 self.capped = True

@@ -182,14 +182,15 @@ class LogChunk(Strict):
 
 
 class LogGap(Strict):
-    """Output the server refused (a chunk answered 400 even alone): stored as a marker line in its place.
+    """Output the server refused (a chunk answered 400 even alone), or that the agent never read (`bytes` 0:
+    of unknown size, e.g. deleted by the engine log's rotation): stored as a marker line in its place.
 
     The attempt is flagged `log_truncated`, so nothing the agent read is ever dropped without a trace.
     """
 
     seq: int = Field(ge=0)
     offset: int = Field(ge=0)
-    bytes: int = Field(ge=0)  # raw output bytes the refused chunk held
+    bytes: int = Field(ge=0)  # raw output bytes the refused chunk held; 0: output lost, of unknown size
     reason: Annotated[str, StringConstraints(max_length=200)] = ""  # e.g. "400 invalid_log_batch"
 
 

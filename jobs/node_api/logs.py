@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_LOG_BYTES = env_int("EULER_MAX_LOG_BYTES", 10 * 1024 * 1024, minimum=1024)
 TRUNCATION_MARKER = "\n[euler: log truncated: this attempt passed {limit} bytes of output]\n"
 GAP_MARKER = "\n[euler: log truncated: {bytes} bytes of output at offset {offset} were refused ({reason})]\n"
+# A gap of unknown size (`bytes` 0): output the agent never read, e.g. deleted by the engine log's rotation.
+LOST_MARKER = "\n[euler: log truncated: output after offset {offset} was lost: {reason}]\n"
 
 
 class PayloadTooLarge(EulerError):
@@ -99,7 +101,8 @@ def logs_ingest(*, attempt: Attempt, chunks: list[protocol.LogChunk], gaps: list
             if capped:
                 break  # past the cap: dropped (the marker is stored), reported as stored so the agent moves on
             if isinstance(c, protocol.LogGap):
-                data = GAP_MARKER.format(bytes=c.bytes, offset=c.offset, reason=c.reason or "refused")
+                template = GAP_MARKER if c.bytes else LOST_MARKER
+                data = template.format(bytes=c.bytes, offset=c.offset, reason=c.reason or "refused")
                 rows.append(LogChunk(attempt_id=att.pk, seq=c.seq, offset=c.offset, stream="stderr", data=data))
                 truncated = True
                 continue

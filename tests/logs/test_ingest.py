@@ -191,6 +191,16 @@ def test_a_gap_stores_a_marker_in_its_place_and_flags_the_attempt(running):
     assert attempt.log_truncated and attempt.log_bytes == len("before\nafter\n")
 
 
+def test_a_gap_of_unknown_size_says_output_was_lost(running):
+    _, attempt, client = running
+    reason = "the engine's log rotated it away before the agent read it"
+    body = {"chunks": [chunk(0, "before\n", offset=0)], "gaps": [{"seq": 1, "offset": 7, "bytes": 0, "reason": reason}]}
+    assert post_logs(client, attempt.pk, body).status_code == 200
+    assert stored(attempt)[1][1] == f"\n[euler: log truncated: output after offset 7 was lost: {reason}]\n"
+    attempt.refresh_from_db()
+    assert attempt.log_truncated and attempt.log_bytes == len("before\n")
+
+
 def test_the_reply_says_capped_once_the_marker_is_stored_and_a_chunk_that_fills_the_cap_exactly_is_not(
     running, settings
 ):

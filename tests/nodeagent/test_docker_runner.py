@@ -106,3 +106,46 @@ def test_it_lists_and_finds_containers_by_label_and_reuses_an_existing_name(runn
     assert r.find_attempt(node_name=node, attempt_id=42).container_id == cid
     assert r.find_attempt(node_name=node, attempt_id=43) is None
     assert r.create_and_start(spec(node, ["sleep", "30"], attempt_id=42)) == cid
+
+
+def test_an_attach_made_before_the_start_holds_every_byte_and_ends_at_the_exit(runner):
+    r, node = runner
+    script = "seq 1 100000; echo err >&2; printf 'no newline'"
+    cid, attach = r.create_attach_and_start(spec(node, ["sh", "-c", script], attempt_id=7))
+    frames = list(attach.frames())  # ends (EOF) once the container's output is closed
+    attach.close()
+    attach.close()  # closing twice is fine
+    assert r.wait(cid) == 0
+    assert b"".join(d for s, d in frames if s == "stdout") == b"".join(b"%d\n" % i for i in range(1, 100001)) + (
+        b"no newline"
+    )
+    assert b"".join(d for s, d in frames if s == "stderr") == b"err\n"
+
+
+def test_a_container_found_already_started_gets_no_attach_and_one_found_created_does(runner):
+    r, node = runner
+    cid = r.create_and_start(spec(node, ["sleep", "30"], attempt_id=43))  # an agent died after the start
+    assert r.create_attach_and_start(spec(node, ["sleep", "30"], attempt_id=43)) == (cid, None)
+    created = r.client.api.create_container(**_low_level(spec(node, ["echo", "hi"], attempt_id=44), r))["Id"]
+    found, attach = r.create_attach_and_start(spec(node, ["echo", "hi"], attempt_id=44))  # died before the start
+    assert found == created and attach is not None
+    assert list(attach.frames()) == [("stdout", b"hi\n")]
+    attach.close()
+
+
+def test_closing_an_attach_releases_a_job_that_writes_faster_than_anyone_reads(runner):
+    r, node = runner
+    cid, attach = r.create_attach_and_start(
+        spec(node, ["sh", "-c", "yes $(head -c 1000 /dev/zero | tr '\\0' y) | head -c 20000000"], attempt_id=45)
+    )
+    next(attach.frames())
+    attach.close()  # nothing reads any more: the engine drops the attach and the job's writes go on
+    assert r.wait(cid) == 0
+
+
+def _low_level(kwargs: dict, r: DockerRunner) -> dict:
+    from docker.models.containers import _create_container_args
+
+    return _create_container_args(
+        {**{k: v for k, v in kwargs.items() if k != "detach"}, "version": r.client.api._version}
+    )

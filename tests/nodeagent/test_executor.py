@@ -32,6 +32,7 @@ class FakeControlPlane:
         self.fenced: set[int] = set()
         self.stop_on_report: set[int] = set()
         self.cap: int | None = None  # like EULER_MAX_LOG_BYTES: past it the reply says `capped`
+        self.gaps: dict[int, dict[int, dict]] = {}  # output the agent could not deliver or never read
 
     def call(self, method, path, body=None, timeout=10):
         if self.down:
@@ -47,6 +48,8 @@ class FakeControlPlane:
             stored = self.chunks.setdefault(attempt_id, {})
             for c in body["chunks"]:
                 stored.setdefault(c["seq"], c)
+            for g in body.get("gaps", []):
+                self.gaps.setdefault(attempt_id, {}).setdefault(g["seq"], g)
             kept = sum(len(c["data"]) for c in stored.values())
             return {"stored": len(body["chunks"]), "capped": self.cap is not None and kept > self.cap}
 
@@ -59,6 +62,11 @@ class FakeControlPlane:
         for c in chunks:
             assert c["offset"] == offset, "gap or overlap in the shipped offsets"
             offset += len(c["data"].encode())
+        return "".join(c["data"] for c in chunks)
+
+    def stream(self, attempt_id: int, stream: str) -> str:
+        """One stream's output as stored (the engine may interleave the two differently from the attach)."""
+        chunks = [c for _, c in sorted(self.chunks.get(attempt_id, {}).items()) if c["stream"] == stream]
         return "".join(c["data"] for c in chunks)
 
 
@@ -153,7 +161,7 @@ def test_a_start_failure_ends_as_start_failed_with_dockers_message(make_executor
     make_executor().handle_assignment(assignment(5, ["/no/such/binary"]))
     ended = wait_for(lambda: plane.ended(5), "the ended report")
     assert ended["reason"] == "start_failed" and "no/such/binary" in ended["message"]
-    assert container_gone(node, 5)
+    wait_for(lambda: container_gone(node, 5), "the container's removal")  # removed after the end is reported
 
 
 def test_a_job_past_its_timeout_is_stopped_and_reported_as_timeout(make_executor, plane, node):
@@ -316,3 +324,187 @@ def test_a_flood_job_succeeds_and_the_engines_log_files_never_pass_the_bound(mak
     ended = plane.ended(17)
     assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
     assert 0 < peak <= bound
+
+
+def engine_logs(attempt_id: int, owner: str) -> bytes:
+    """What the engine's own copy (json-file) of an attempt's output still holds."""
+    found = DockerRunner().find_attempt(owner=owner, attempt_id=attempt_id)
+    return DockerRunner().client.api.logs(found.container_id, stdout=True, stderr=True)
+
+
+def touch(attempt_id: int, owner: str, path: str) -> None:
+    found = DockerRunner().find_attempt(owner=owner, attempt_id=attempt_id)
+    api = DockerRunner().client.api
+    api.exec_start(api.exec_create(found.container_id, ["touch", path])["Id"])
+
+
+def test_short_lines_as_fast_as_the_container_writes_are_stored_byte_exact_past_a_small_engine_log(
+    make_executor, plane, monkeypatch
+):
+    monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(1024 * 1024))
+    ex = make_executor(max_spool_bytes=256 * 1024)  # a small spool too: the reader waits, and so does the job
+    script = "seq 1 400000; echo done; while [ ! -e /tmp/end ]; do sleep 0.05; done"
+    ex.handle_assignment(assignment(20, ["sh", "-c", script]))
+    expected = "".join(f"{i}\n" for i in range(1, 400_001)) + "done\n"
+    wait_for(lambda: plane.log(20).endswith("done\n"), "the whole output to be shipped", timeout=120)
+    held = engine_logs(20, ex.owner)
+    assert not held.startswith(b"1\n2\n") and len(held) < len(expected)  # the engine's copy lost its start
+    touch(20, ex.owner, "/tmp/end")
+    ended = wait_for(lambda: plane.ended(20), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert plane.log(20) == expected and not plane.gaps.get(20)
+
+
+def test_output_waits_for_an_unreachable_control_plane_instead_of_being_lost(make_executor, plane, monkeypatch):
+    monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(1024 * 1024))
+    ex = make_executor(max_spool_bytes=64 * 1024)
+    script = "echo first; while [ ! -e /tmp/go ]; do sleep 0.05; done; seq 1 200000; echo done"
+    ex.handle_assignment(assignment(21, ["sh", "-c", script]))
+    wait_for(lambda: plane.log(21) == "first\n", "the first line")
+    plane.down = True
+    touch(21, ex.owner, "/tmp/go")
+    # The job writes ~1.3 MB of short lines (~14 MB of engine log) into a 64 KiB spool: the job is held back.
+    wait_for(lambda: engine_logs(21, ex.owner).count(b"\n") > 1000, "the job to write")
+    assert not plane.ended(21)
+    plane.down = False
+    ended = wait_for(lambda: plane.ended(21), "the ended report", timeout=120)
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert plane.log(21) == "first\n" + "".join(f"{i}\n" for i in range(1, 200_001)) + "done\n"
+    assert not plane.gaps.get(21)
+
+
+def test_a_cancel_stops_a_job_whose_output_waits_for_the_control_plane(make_executor, plane, node):
+    ex = make_executor(max_spool_bytes=64 * 1024)
+    ex.handle_assignment(assignment(22, ["sh", "-c", "echo first; yes"]))
+    wait_for(lambda: plane.log(22).startswith("first\n"), "the first line")
+    from nodeagent.attempt_run import STOPPED_UNREAD
+
+    plane.down = True  # the spool fills, the reader waits, the job's writes block (and the engine could not end it)
+    wait_for(lambda: ex._runs[22].shipper.spool_full(), "the spool to fill")
+    found = DockerRunner().find_attempt(owner=ex.owner, attempt_id=22)
+    ex.handle_command(protocol.Command(type="stop_attempt", attempt_id=22, reason="cancelled"))
+    code = DockerRunner().wait(found.container_id)  # the engine's own exit event, while the plane is still down
+    assert code == 128 + 15  # SIGTERM through the init, not the kill after the grace
+    plane.down = False
+    ended = wait_for(lambda: plane.ended(22), "the ended report")
+    assert ended["reason"] == "cancelled"
+    # `yes` had ~1 MiB waiting in the engine: past twice the spool, the reader let go of it, and said so.
+    assert [g["reason"] for g in plane.gaps[22].values()] == [STOPPED_UNREAD]
+    wait_for(lambda: container_gone(node, 22), "the container's removal")
+
+
+def test_a_restart_mid_run_with_both_streams_resumes_each_without_gap_or_duplicate(make_executor, plane):
+    script = "for i in $(seq 1 60); do echo out $i; echo err $i >&2; sleep 0.03; done"
+    first = make_executor()
+    first.handle_assignment(assignment(23, ["sh", "-c", script]))
+    wait_for(lambda: plane.chunks.get(23), "the first log chunk")
+    first.close()
+    second = make_executor()
+    second.adopt()
+    ended = wait_for(lambda: plane.ended(23), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    plane.log(23)  # contiguous offsets
+    assert plane.stream(23, "stdout") == "".join(f"out {i}\n" for i in range(1, 61))
+    assert plane.stream(23, "stderr") == "".join(f"err {i}\n" for i in range(1, 61))
+    assert not plane.gaps.get(23)
+
+
+def test_output_the_engine_rotated_away_while_the_agent_was_down_is_recorded_as_lost(make_executor, plane, monkeypatch):
+    from nodeagent.attempt_run import ROTATED
+
+    monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(1024 * 1024))
+    script = (
+        "echo first; while [ ! -e /tmp/go ]; do sleep 0.05; done; seq 1 200000; echo done;"
+        " while [ ! -e /tmp/end ]; do sleep 0.05; done; echo last"
+    )
+    first = make_executor()
+    first.handle_assignment(assignment(24, ["sh", "-c", script]))
+    wait_for(lambda: plane.log(24) == "first\n", "the first line")
+    first.close()  # the agent is down while the job writes ~14 MB of engine log into a 1 MiB bound
+    touch(24, first.owner, "/tmp/go")
+    wait_for(lambda: engine_logs(24, first.owner).endswith(b"done\n"), "the job to write")
+    second = make_executor()
+    second.adopt()
+    wait_for(lambda: plane.log(24).endswith("done\n"), "the rest of the engine's copy")
+    touch(24, first.owner, "/tmp/end")
+    ended = wait_for(lambda: plane.ended(24), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    (gap,) = plane.gaps[24].values()
+    assert gap["reason"] == ROTATED and gap["bytes"] == 0 and gap["offset"] == len("first\n")
+    text = plane.log(24)
+    assert text.startswith("first\n") and text.endswith("200000\ndone\nlast\n")
+    assert "\n1\n2\n3\n" not in text  # the start of the seq was lost, and is said to be
+
+
+class CountingRunner(DockerRunner):
+    def __init__(self):
+        super().__init__()
+        self.reopened = 0
+
+    def stamped_logs(self, *args, since_ns=None, **kw):
+        self.reopened += since_ns is not None
+        return super().stamped_logs(*args, since_ns=since_ns, **kw)
+
+
+def test_a_followed_engine_log_reopened_at_each_rotation_records_no_false_gap(make_executor, plane, monkeypatch):
+    monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(1024 * 1024))
+    line = "x" * 1000
+    # ~60 KB/s on both streams for ~10 s: 5 rotations of the 1 MiB bound's 128 KiB files, at a pace a reader keeps.
+    # Docker 20.10 resends the last entries of a file at each rotation: taken once.
+    script = (
+        f"echo first; while [ ! -e /tmp/go ]; do sleep 0.05; done; i=0; while [ $i -lt 100 ]; do"
+        f" echo out $i {line}; echo out $i {line}; echo out $i {line}; echo err $i {line} >&2;"
+        f" echo err $i {line} >&2; echo err $i {line} >&2; i=$((i+1)); sleep 0.1; done"
+    )
+    first = make_executor()
+    first.handle_assignment(assignment(25, ["sh", "-c", script]))
+    wait_for(lambda: plane.log(25) == "first\n", "the first line")
+    first.close()  # from here on the agent reads the engine's log: no attach after a restart
+    runner = CountingRunner()
+    second = make_executor(runner=runner)
+    second.adopt()
+    touch(25, first.owner, "/tmp/go")
+    ended = wait_for(lambda: plane.ended(25), "the ended report", timeout=120)
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert plane.stream(25, "stdout") == "first\n" + "".join(f"out {i} {line}\n" * 3 for i in range(100))
+    assert plane.stream(25, "stderr") == "".join(f"err {i} {line}\n" * 3 for i in range(100))
+    assert not plane.gaps.get(25)
+    assert runner.reopened  # at least once, when the container exited (Docker 20.10 ends none at rotations here)
+
+
+def test_a_container_an_agent_started_before_dying_is_read_from_the_engines_log(make_executor, plane):
+    ex = make_executor()
+    job = assignment(26, ["sh", "-c", "for i in $(seq 1 20); do echo line $i; sleep 0.02; done"])
+    DockerRunner().create_and_start(containers.create_kwargs(job, node_name=ex.node_name, owner=ex.owner))
+    ex.handle_assignment(job)  # the same attempt again: found by name, already started, so no attach
+    ended = wait_for(lambda: plane.ended(26), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert plane.log(26) == "".join(f"line {i}\n" for i in range(1, 21)) and not plane.gaps.get(26)
+
+
+def test_an_attach_that_ends_before_the_container_hands_over_to_the_engines_log(make_executor, plane, caplog):
+    caplog.set_level(logging.INFO)
+    ex = make_executor()
+    script = "echo first; while [ ! -e /tmp/go ]; do sleep 0.05; done; seq 1 1000; echo err >&2"
+    ex.handle_assignment(assignment(27, ["sh", "-c", script]))
+    wait_for(lambda: plane.log(27) == "first\n", "the first line")
+    ex._runs[27]._stream.close()  # as if the engine dropped the attach while the job runs on
+    wait_for(lambda: "the attach ended before the container" in caplog.text, "the hand-over")
+    touch(27, ex.owner, "/tmp/go")
+    ended = wait_for(lambda: plane.ended(27), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert plane.stream(27, "stdout") == "first\n" + "".join(f"{i}\n" for i in range(1, 1001))
+    assert plane.stream(27, "stderr") == "err\n" and not plane.gaps.get(27)
+
+
+def test_a_job_started_while_the_control_plane_is_down_is_not_held_by_its_running_report(make_executor, plane):
+    plane.down = True
+    ex = make_executor()
+    ex.handle_assignment(assignment(28, ["sh", "-c", "seq 1 200000"]))  # 1.3 MB: more than the engine would hold
+    found = wait_for(lambda: DockerRunner().find_attempt(owner=ex.owner, attempt_id=28), "the container")
+    assert DockerRunner().wait(found.container_id) == 0  # it ran to its end while no report could be made
+    plane.down = False
+    ended = wait_for(lambda: plane.ended(28), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
+    assert [r["state"] for r in plane.reports[28]] == ["running", "ended"]
+    assert plane.log(28) == "".join(f"{i}\n" for i in range(1, 200_001))

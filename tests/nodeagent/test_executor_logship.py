@@ -113,6 +113,7 @@ def test_it_resumes_after_a_restart_from_the_spool_without_gap_or_duplicate(tmp_
     # the agent dies here; a new one reads the container's log again from the first byte
     server.down = False
     again = shipper(tmp_path, server, clock)
+    again.rewind()
     for stream, data in log:
         again.feed(stream, data)
     again.finish()
@@ -132,6 +133,7 @@ def test_a_torn_spool_line_is_dropped_and_read_again_from_docker(tmp_path):
         fh.write('{"seq": 9, "offs')
     server.down = False
     again = shipper(tmp_path, server)
+    again.rewind()
     again.feed("stdout", b"first\n")
     again.feed("stdout", b"second\n")
     again.feed("stdout", b"third\n")
@@ -266,6 +268,7 @@ def test_reading_the_log_again_from_the_start_adds_only_what_is_new_even_mid_utf
     server, clock = FakeServer(), Clock()
     s = shipper(tmp_path, server, clock)
     text = "欧拉 line\n".encode() * 3
+    s.rewind()  # the engine log's reader always starts so
     s.feed("stdout", text[:4])  # ends inside the second character
     s.ship()
     s.rewind()  # the follow stream ended early: a plain read returns everything from the first byte
@@ -275,18 +278,48 @@ def test_reading_the_log_again_from_the_start_adds_only_what_is_new_even_mid_utf
     assert server.text() == text.decode()
 
 
-def test_a_reopened_stream_since_the_last_timestamp_takes_only_what_is_new():
+def test_a_reopened_stream_takes_only_what_is_new_and_starts_a_little_before_the_last_frame():
     from nodeagent.logship import LogCursor
 
     cursor = LogCursor()
-    first = [(1, b"a" * 10), (1, b"b" * 5), (2, b"c" * 7)]
-    assert b"".join(cursor.take(ts, d) for ts, d in first) == b"a" * 10 + b"b" * 5 + b"c" * 7
-    cursor.reopen()  # the engine resends from timestamp 2 inclusive (and may resend older frames: dropped)
-    again = [(1, b"b" * 5), (2, b"c" * 7), (3, b"d" * 4), (3, b"e")]
-    assert b"".join(cursor.take(ts, d) for ts, d in again) == b"d" * 4 + b"e"
-    cursor.reopen()
-    assert cursor.take(3, b"d" * 4) == b"" and cursor.take(3, b"e") == b"" and cursor.take(4, b"f") == b"f"
+    first = [(1, b"a" * 10), (1, b"b" * 5 + b"\n"), (2, b"c" * 7 + b"\n")]  # a long line's two partial entries
+    assert b"".join(cursor.take(ts, d, "stdout") for ts, d in first) == b"a" * 10 + b"b" * 5 + b"\n" + b"c" * 7 + b"\n"
+    assert cursor.since == 2 - LogCursor.REOPEN_MARGIN_NS or cursor.since == 0
+    cursor.reopen()  # the engine resends from a little before timestamp 2
+    again = [(1, b"a" * 10), (1, b"b" * 5 + b"\n"), (2, b"c" * 7 + b"\n"), (3, b"d\n"), (3, b"e\n")]
+    assert b"".join(cursor.take(ts, d, "stdout") for ts, d in again) == b"d\n"  # e: a second whole line at 3
     assert cursor.take(None, b"unstamped") == b"unstamped"
+    assert not cursor.rotated_away
+
+
+def test_the_entries_the_engine_resends_at_a_rotation_are_taken_once_and_so_is_the_other_streams_interleaving():
+    from nodeagent.logship import LogCursor
+
+    cursor = LogCursor()
+    frames = [
+        ("stderr", 10, b"e1\n"),
+        ("stderr", 11, b"e2\n"),
+        ("stdout", 9, b"o1\n"),  # stamped before, written after: the other stream's order is its own
+        ("stderr", 10, b"e1\n"),  # Docker 20.10 resends the last entries at a rotation
+        ("stderr", 11, b"e2\n"),
+        ("stderr", 12, b"e3\n"),
+        ("stdout", 13, b"o2\n"),
+    ]
+    assert b"".join(cursor.take(ts, d, k) for k, ts, d in frames) == b"e1\ne2\no1\ne3\no2\n"
+    cursor.reopen()  # since a second before 13: everything comes again
+    assert b"".join(cursor.take(ts, d, k) for k, ts, d in frames) == b""
+    assert cursor.take(14, b"o3\n", "stdout") == b"o3\n" and not cursor.rotated_away
+
+
+def test_a_reopened_stream_that_lost_the_frame_it_stopped_at_says_so():
+    from nodeagent.logship import LogCursor
+
+    cursor = LogCursor()
+    cursor.take(5, b"out\n", "stdout")
+    cursor.take(7, b"err\n", "stderr")
+    cursor.reopen()  # err@7 was deleted by a rotation; a stdout frame first says nothing about it
+    assert cursor.take(9, b"out2\n", "stdout") == b"out2\n" and not cursor.rotated_away
+    assert cursor.take(12, b"err3\n", "stderr") == b"err3\n" and cursor.rotated_away
 
 
 def test_the_engines_timestamps_parse_to_nanoseconds():
@@ -296,3 +329,72 @@ def test_the_engines_timestamps_parse_to_nanoseconds():
     assert parse_stamp(b"1970-01-01T00:00:01.5Z") == 1_500_000_000
     assert parse_stamp(b"1970-01-01T00:00:01Z") == 1_000_000_000
     assert parse_stamp(b"not a stamp") is None
+
+
+def test_a_replay_skips_each_stream_by_its_own_count_whatever_the_engines_interleaving(tmp_path):
+    server = FakeServer()
+    s = shipper(tmp_path, server)
+    for stream, data in [("stdout", b"o1\n"), ("stderr", b"e1\n"), ("stdout", b"o2\n")]:
+        s.feed(stream, data)  # as the attach gave them
+    s.finish()
+    s.ship(force=True)
+    again = shipper(tmp_path, server)  # a restarted agent: the engine's copy, interleaved its own way
+    again.rewind()
+    for stream, data in [("stderr", b"e1\n"), ("stdout", b"o1\n"), ("stdout", b"o2\n"), ("stderr", b"e2\n")]:
+        again.feed(stream, data)
+    again.finish()
+    again.ship(force=True)
+    assert server.text() == "o1\ne1\no2\ne2\n"
+
+
+def test_invalid_utf8_is_counted_as_the_engine_stores_it_so_a_replay_lines_up(tmp_path):
+    server = FakeServer()
+    s = shipper(tmp_path, server)
+    s.feed("stdout", b"a\xffb\xe6\xac")  # an invalid byte, and a sequence torn by the end of a read
+    s.feed("stdout", b"\xa7c\n")
+    s.finish()
+    s.ship(force=True)
+    assert s.resume_ends == {"stdout": 0, "stderr": 0}  # the shipper as loaded; its chunks carry the counts
+    again = shipper(tmp_path, server)
+    assert again.resume_ends == {"stdout": len("a\ufffdb欧c\n".encode()), "stderr": 0}
+    again.rewind()
+    again.feed("stdout", "a\ufffdb欧c\n".encode() + b"more\n")  # json-file replaced the invalid byte
+    again.finish()
+    again.ship(force=True)
+    assert "".join(server.stored[k]["data"] for k in sorted(server.stored)) == "a\ufffdb欧c\nmore\n"
+
+
+def test_a_recorded_gap_is_sent_with_its_offset_and_what_follows_counts_as_new(tmp_path):
+    server = StrictServer()
+    s = shipper(tmp_path, server)
+    s.rewind()
+    s.feed("stdout", b"first\n")
+    s.record_gap("rotated away")
+    s.feed("stdout", b"first\n")  # no longer skipped by count: the engine's copy does not line up
+    s.finish()
+    assert s.ship(force=True) is True
+    assert server.gaps == {1: {"seq": 1, "offset": 6, "bytes": 0, "reason": "rotated away"}}
+    assert [server.stored[k]["offset"] for k in sorted(server.stored)] == [0, 6]
+    again = shipper(tmp_path, server)
+    assert again.resume_ends == {"stdout": 12, "stderr": 0} and again.resume_read_at
+
+
+def test_the_engine_log_still_holds_its_first_entry_while_it_holds_less_than_all_files_but_one():
+    from nodeagent.logship import engine_entry_bytes_at_most, engine_log_never_rotated
+
+    assert engine_entry_bytes_at_most(b"y\n") >= len(
+        '{"log":"y\\n","stream":"stdout","time":"2026-11-30T13:23:09.123456789Z"}\n'
+    )
+    assert engine_entry_bytes_at_most(b"\x01") >= 6 + 70
+    assert engine_log_never_rotated(3 * 100 - 1, max_size=100, max_file=4)
+    assert not engine_log_never_rotated(3 * 100, max_size=100, max_file=4)
+    assert not engine_log_never_rotated(0, max_size=100, max_file=1)  # one file is truncated in place
+
+
+def test_a_refused_last_chunk_keeps_where_a_replay_resumes(tmp_path):
+    server = StrictServer(bad_seqs={0})
+    s = shipper(tmp_path, server)
+    s.feed("stderr", b"refused\n")
+    s.finish()
+    assert s.ship(force=True) is True and server.gaps
+    assert shipper(tmp_path, server).resume_ends == {"stdout": 0, "stderr": 8}
