@@ -25,6 +25,7 @@ LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit"}
 INIT_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
 VANISHED = "the container disappeared: removed outside the agent (docker rm -f) or lost by the Docker engine"
+NEVER_STARTED = "the node agent restarted between creating the container and starting it; the attempt is retried"
 ROTATED = "the engine's log rotated it away before the agent read it"
 STOPPED_UNREAD = "the job was stopped while its output waited for the control plane; the rest was not read"
 STOPPING_SPOOL_FACTOR = 2  # a stopping job's output may fill the spool to twice its bound (see _read_attached)
@@ -195,6 +196,13 @@ class AttemptRun:
             if state is None or state.removing:
                 self.ex.log.info("attempt %s: its container is gone", self.attempt_id)
                 self._end(reason="lost", exit_code=None, message=VANISHED)
+                return
+            if state.status == "created":
+                # The last agent died between creating and starting it: no deadline, no attach, no `running`
+                # report. Nothing of the job ran, so the attempt is `lost` and the retry policy starts it anew.
+                self.ex.log.info("attempt %s: its container was never started: lost", self.attempt_id)
+                self._end(reason="lost", exit_code=None, message=NEVER_STARTED)
+                runner.remove(cid)
                 return
             self.state = "exited" if state.finished else "running"
         # The reader starts before the `running` report: an attached job must not wait for the control plane

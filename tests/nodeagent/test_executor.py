@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+from docker.models.containers import _create_container_args
 
 from nodeagent import containers, protocol
 from nodeagent.client import Refused, Unreachable
@@ -236,6 +237,21 @@ def test_an_exit_while_the_agent_was_down_is_reported_after_adoption(make_execut
     second.adopt()
     ended = wait_for(lambda: plane.ended(12), "the ended report")
     assert ended["exit_code"] == 5 and plane.log(12) == "done\n"
+
+
+def test_a_container_created_but_never_started_before_a_restart_is_lost_not_waited_on(make_executor, plane, node):
+    first = make_executor()
+    api = DockerRunner().client.api
+    kwargs = containers.create_kwargs(assignment(14, ["echo", "hi"]), node_name=node, owner=first.owner)
+    kwargs.pop("detach", None)
+    api.create_container(**_create_container_args({**kwargs, "version": api._version}))  # then the agent died
+    first.close()
+    second = make_executor()
+    second.adopt()
+    ended = wait_for(lambda: plane.ended(14), "the ended report")
+    assert (ended["reason"], ended["exit_code"]) == ("lost", None)
+    assert "between creating the container and starting it" in ended["message"]
+    wait_for(lambda: container_gone(node, 14), "the container's removal")
 
 
 def test_the_reaper_removes_its_own_containers_that_no_attempt_drives(make_executor, node):
