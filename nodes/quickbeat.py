@@ -217,6 +217,9 @@ def _flush_forever() -> None:
             flush_batch()
         except Exception:  # noqa: BLE001 - the batch thread must outlive any one failure
             log.exception("heartbeat batch failed")
+        finally:
+            if connection.connection is not None:
+                connection.close()  # a failed batch wrote to the database: hold no connection between batches
 
 
 def flush_batch() -> int:
@@ -241,10 +244,7 @@ def flush_batch() -> int:
             _state["fail_until"] = time.monotonic() + FAIL_HOLD
         liveness.forget_all()
         _local.clear()
-        try:
-            liveness.write_last_seen([(node_id, seen) for node_id, (seen, _, _) in batch.items()])
-        finally:
-            connection.close()
+        liveness.write_last_seen([(node_id, seen) for node_id, (seen, _, _) in batch.items()])
     return len(batch)
 
 
