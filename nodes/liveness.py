@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 from euler import tokens
 from nodeagent import protocol
-from nodes import channel, livestore, policy, quickbeat
+from nodes import channel, livestore, policy, quickbeat, webload
 from nodes.auth import CREDENTIAL_PREFIX, NodeRejected, authenticate_node
 from nodes.models import Approval, EventKind, Node, NodeEvent
 from nodes.signals import node_available, send_on_commit
@@ -122,7 +122,9 @@ def interval_now(*, jitter: float | None = None) -> float:
 def register_web() -> None:
     """Register this process's budget (sync callers; the async hot path piggybacks on its own round trip)."""
     try:
-        members, count = livestore.registration(settings.EULER_NODE_HEARTBEAT_BUDGET, settings.EULER_NODE_WEB_TTL)
+        members, count = livestore.registration(
+            settings.EULER_NODE_HEARTBEAT_BUDGET, settings.EULER_NODE_WEB_TTL, load=webload.take()
+        )
     except RedisError:
         log.warning("could not register the heartbeat budget in Redis")
         return

@@ -10,6 +10,7 @@ Keys, under `euler:live:<database name>:` (two deployments or test runs on one R
 - `born`      when this Redis began holding liveness: an emptied Redis knows nobody, and that is a gap.
 - `webs`      sorted set of `<process>|<budget>` by expiry: the live web processes.
 - `flushed`   the newest last-seen time already written to the database.
+- `webload`   hash: process → `<at>,<event-loop lag>,<heartbeats/s>` (offline detection's overload guard).
 - `inval`     a pub/sub channel: `<origin>|<id>,<id>…`, node rows that changed (web processes drop their
               cached copies; `origin`, when set, is the process that wrote the change and keeps its copy).
 """
@@ -234,11 +235,35 @@ def forget_node(node_id: int) -> None:
     pipe.execute()
 
 
-def registration(budget: float, ttl: float) -> tuple[list[str], int]:
+def registration(budget: float, ttl: float, load: tuple[float, float] | None = None) -> tuple[list[str], int]:
+    """Register this process (and its load: event-loop lag, heartbeats/s); the live members, the nodes known."""
+    now = time.time()
     pipe = client().pipeline(transaction=False)
-    queue_registration(pipe, budget=budget, now=time.time(), ttl=ttl)
-    _, _, members, count = pipe.execute()
+    queue_registration(pipe, budget=budget, now=now, ttl=ttl)
+    if load is not None:
+        lag, rate = load
+        pipe.hset(f"{ns()}webload", PROCESS_ID, f"{now!r},{lag!r},{rate!r}")
+    _, _, members, count = pipe.execute()[:4]
     return [_text(m) for m in members], int(count)
+
+
+def web_loads(now: float, ttl: float) -> list[tuple[float, float]]:
+    """(lag, heartbeats/s) of the web processes that reported within `ttl`; older reports are dropped."""
+    key = f"{ns()}webload"
+    live, stale = [], []
+    for proc, raw in client().hgetall(key).items():
+        try:
+            at, lag, rate = (float(x) for x in _text(raw).split(","))
+        except ValueError:
+            stale.append(proc)
+            continue
+        if at < now - ttl:
+            stale.append(proc)
+        else:
+            live.append((lag, rate))
+    if stale:
+        client().hdel(key, *stale)
+    return live
 
 
 def reset() -> None:

@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from euler import metrics, ratelimit
 from euler.errors import EulerError, InvalidInput, Unauthorized, json_error
 from nodeagent import protocol
-from nodes import channel, liveness, quickbeat, services
+from nodes import channel, liveness, quickbeat, services, webload
 from nodes.auth import authenticate_node, bearer
 from nodes.models import Approval, Node
 from nodes.node_api.asyncdb import run_db, run_light
@@ -120,11 +120,13 @@ async def heartbeat(request: HttpRequest) -> JsonResponse:
     refused = _refuse(request)
     if refused is not None:
         return refused
+    webload.beat()
     try:
         raw = bearer(request.headers.get("Authorization"))
         loop = None
         if not isinstance(request, WSGIRequest):  # under ASGI: the invalidation subscription makes the cache current
             channel.ensure_listener()
+            webload.ensure_monitor()
             loop = asyncio.get_running_loop()
         quick = quickbeat.heartbeat(raw=raw, body=request.body, parse=_parser(request.body), loop=loop)
         if quick is not None:

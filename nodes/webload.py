@@ -1,0 +1,67 @@
+"""This web process's load, for offline detection's overload guard (policy.overload_allowance): how late its
+event loop runs (a heartbeat waits about that long before it is heard) and how many heartbeats it took.
+
+A monitor task on the serving event loop sleeps PERIOD and notes by how much it overslept; the worst of the
+last WINDOW seconds is this process's lag (and a loop that stopped ticking altogether counts the time since
+its last tick). `liveness.register_web` publishes the figures with the process's budget every few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+
+PERIOD = 0.25  # seconds between the monitor's ticks
+WINDOW = 10.0  # the lag reported is the worst of this many seconds
+
+_state: dict = {"loop": None, "task": None, "tick": None, "beats": 0, "since": time.monotonic()}
+_lags: deque[tuple[float, float]] = deque()  # (when, lag) of the ticks of the last WINDOW seconds
+
+
+def ensure_monitor() -> None:
+    """Start the monitor on the running event loop if it is not running there (no waiting)."""
+    loop = asyncio.get_running_loop()
+    task = _state["task"]
+    if _state["loop"] is loop and task is not None and not task.done():
+        return
+    _state["loop"] = loop
+    _state["task"] = loop.create_task(_monitor())
+
+
+async def _monitor() -> None:
+    while True:
+        start = time.monotonic()
+        await asyncio.sleep(PERIOD)
+        now = time.monotonic()
+        record(now - start - PERIOD, now)
+
+
+def record(lag: float, now: float) -> None:
+    _state["tick"] = now
+    _lags.append((now, max(lag, 0.0)))
+    while _lags and _lags[0][0] < now - WINDOW:
+        _lags.popleft()
+
+
+def beat() -> None:
+    """A heartbeat was taken (called on the event loop, or in the request's thread under WSGI)."""
+    _state["beats"] += 1
+
+
+def take(now: float | None = None) -> tuple[float, float]:
+    """(lag in seconds, heartbeats/s since the previous take)."""
+    now = time.monotonic() if now is None else now
+    lag = max((lag for _, lag in _lags), default=0.0)
+    if _state["tick"] is not None and _state["task"] is not None and not _state["task"].done():
+        lag = max(lag, now - _state["tick"] - PERIOD)
+    elapsed = max(now - _state["since"], 1e-3)
+    rate = _state["beats"] / elapsed
+    _state["beats"], _state["since"] = 0, now
+    return lag, rate
+
+
+def reset() -> None:
+    """Tests."""
+    _lags.clear()
+    _state.update(loop=None, task=None, tick=None, beats=0, since=time.monotonic())
