@@ -79,6 +79,19 @@ def wake(node_id: int) -> None:
         log.warning("node wake-up for %s not sent: %s", node_id, type(exc).__name__)
 
 
+def wake_many(node_ids) -> None:
+    """`wake` for many nodes in one round trip."""
+    from euler.redis import client
+
+    try:
+        pipe = client().pipeline(transaction=False)
+        for node_id in node_ids:
+            pipe.publish(f"{WAKE_PREFIX}{node_id}", b"1")
+        pipe.execute()
+    except Exception as exc:  # noqa: BLE001 - Redis down must not fail the caller
+        log.warning("node wake-ups for %d nodes not sent: %s", len(node_ids), type(exc).__name__)
+
+
 class _Listener:
     """One pattern subscription per event loop, fanning wake-ups out to waiting polls."""
 

@@ -276,3 +276,22 @@ def test_the_web_process_reports_its_event_loop_lag_and_intake_with_its_registra
     liveness.register_web()
     [(lag, rate)] = livestore.web_loads(time.time(), 15)
     assert lag == pytest.approx(3.0) and rate > 0
+
+
+def test_approving_many_nodes_at_once_is_node_approve_for_each_and_drops_their_cached_copies(
+    enroll, heartbeat, django_capture_on_commit_callbacks
+):
+    from audit.models import AuditEvent
+
+    pairs = [enroll(services.enrollment_token_create(trust="platform")[1], f"bulk{i}") for i in range(3)]
+    for _, cred in pairs:
+        assert heartbeat(cred).json()["approval"] == "pending"  # cached as pending
+    with django_capture_on_commit_callbacks(execute=True):
+        done = services.node_approve_many(nodes=[n for n, _ in pairs], trust="platform", public_pool=True)
+    assert len(done) == 3
+    for node, cred in pairs:
+        node.refresh_from_db()
+        assert node.approval == "approved" and node.public_pool and node.gpu_fingerprint
+        assert node.events.filter(kind=EventKind.APPROVED).count() == 1
+        assert heartbeat(cred).json()["approval"] == "approved"  # the generation moved: the row is read again
+    assert AuditEvent.objects.filter(action="node.approved").count() == 3
