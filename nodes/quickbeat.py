@@ -142,6 +142,20 @@ def wrote(node_id: int, interval: float, usage: str, now: float) -> None:
 
 
 # --- the quick heartbeat -----------------------------------------------------------------------------
+def known_node(raw: str | None, loop):
+    """The cached row of the node behind this credential when the cache is current (the poll's
+    authentication without the database), else None."""
+    if not on(loop):
+        return None
+    from nodes import liveness
+
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+    known = liveness.known(lookup) if lookup else None
+    if known is None or known.node.approval == "rejected" or not tokens.matches(raw, known.node.credential_digest):
+        return None
+    return known.node
+
+
 def usage_json(usage: dict) -> str:
     return json.dumps(usage, separators=(",", ":"))
 

@@ -7,6 +7,7 @@ Heartbeat and poll are the hot paths: async views without DRF, their database wo
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 
 import pydantic
@@ -103,20 +104,20 @@ def _parser(body: bytes):
     return parse
 
 
-def _fast(raw: str | None, body: bytes):
-    return liveness.fast_heartbeat(raw=raw, parse=_parser(body))
-
-
-def _finish(raw: str | None, found, body: bytes, who: str) -> dict:
-    return liveness.finish_heartbeat(raw=raw, found=found, parse=_parser(body), who=who).model_dump(mode="json")
+def _verify(raw: str | None, body: bytes, who: str) -> dict:
+    """The heartbeats memory cannot answer: the Redis round trip, then the database when needed, on the
+    heartbeat threads (never queued behind polls and reports on the database threads: liveness comes first)."""
+    parse = _parser(body)
+    found = liveness.fast_heartbeat(raw=raw, parse=parse)
+    return liveness.finish_heartbeat(raw=raw, found=found, parse=parse, who=who).model_dump(mode="json")
 
 
 @csrf_exempt
 async def heartbeat(request: HttpRequest) -> JsonResponse:
     """The hot path. Under ASGI, a node this process knows that reports nothing new is answered on the event
     loop from memory, its Redis writes batched (quickbeat.py). Otherwise one Redis round trip on the
-    heartbeat threads verifies the cached row; what needs the database (a change, the hooks) continues on
-    the database threads, so a slow database never holds up the heartbeats that do not need it (liveness.py)."""
+    heartbeat threads verifies the cached row, and what needs the database (a change, the hooks, a node not
+    cached) continues on those threads: never queued behind the polls and reports (liveness.py)."""
     refused = _refuse(request)
     if refused is not None:
         return refused
@@ -132,11 +133,7 @@ async def heartbeat(request: HttpRequest) -> JsonResponse:
         if quick is not None:
             metrics.inc("euler_heartbeats_total")
             return JsonResponse(quick)
-        found = await run_light(request, _fast, raw, request.body)
-        if isinstance(found, protocol.HeartbeatReply):
-            reply = found.model_dump(mode="json")
-        else:
-            reply = await run_db(request, _finish, raw, found, request.body, ratelimit.client_ip(request))
+        reply = await run_light(request, _verify, raw, request.body, ratelimit.client_ip(request))
     except EulerError as exc:
         return _error(exc)
     metrics.inc("euler_heartbeats_total")
@@ -162,7 +159,11 @@ async def poll(request: HttpRequest) -> JsonResponse:
     raw = bearer(request.headers.get("Authorization"))
     loop = asyncio.get_running_loop()
     try:
-        node = await run_db(request, functools.partial(authenticate_node, raw, who=ratelimit.client_ip(request)))
+        # A node this process knows (and whose row changes it hears of) needs no database to authenticate.
+        node = quickbeat.known_node(raw, loop if not isinstance(request, WSGIRequest) else None)
+        node = copy.copy(node) if node is not None else None
+        if node is None:
+            node = await run_db(request, functools.partial(authenticate_node, raw, who=ratelimit.client_ip(request)))
         req = _parse(protocol.PollRequest, request.body, "invalid_poll")
         deadline = loop.time() + req.wait
         # The waiter is registered before the providers are first asked: no wake-up falls in between.
