@@ -1,14 +1,17 @@
-"""This web process's load, for offline detection's overload guard (policy.overload_allowance): how late its
-event loop runs (a heartbeat waits about that long before it is heard) and how many heartbeats it took.
+"""This web process's load, for offline detection's overload guard (policy.overload_allowance): how late it
+hears heartbeats, and how many it took.
 
-A monitor task on the serving event loop sleeps PERIOD and notes by how much it overslept; the worst of the
-last WINDOW seconds is this process's lag (and a loop that stopped ticking altogether counts the time since
-its last tick). `liveness.register_web` publishes the figures with the process's budget every few seconds.
+Lag has two sources: the event loop running late (a monitor task sleeps PERIOD and notes by how much it
+overslept; a loop that stopped ticking altogether counts the time since its last tick), and heartbeats
+waiting for a heartbeat thread (the verifying path notes how long each waited). The worst of the last
+WINDOW seconds is this process's lag. `liveness.register_web` publishes the figures with the process's
+budget every few seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 
@@ -16,7 +19,8 @@ PERIOD = 0.25  # seconds between the monitor's ticks
 WINDOW = 10.0  # the lag reported is the worst of this many seconds
 
 _state: dict = {"loop": None, "task": None, "tick": None, "beats": 0, "since": time.monotonic()}
-_lags: deque[tuple[float, float]] = deque()  # (when, lag) of the ticks of the last WINDOW seconds
+_lags: deque[tuple[float, float]] = deque()  # (when, lag) of the last WINDOW seconds
+_lock = threading.Lock()
 
 
 def ensure_monitor() -> None:
@@ -38,10 +42,18 @@ async def _monitor() -> None:
 
 
 def record(lag: float, now: float) -> None:
+    """A tick of the monitor, `lag` late."""
     _state["tick"] = now
-    _lags.append((now, max(lag, 0.0)))
-    while _lags and _lags[0][0] < now - WINDOW:
-        _lags.popleft()
+    waited(lag, now)
+
+
+def waited(lag: float, now: float | None = None) -> None:
+    """Something that should have run at once ran `lag` seconds late (a tick, a heartbeat waiting for a thread)."""
+    now = time.monotonic() if now is None else now
+    with _lock:
+        _lags.append((now, max(lag, 0.0)))
+        while _lags and _lags[0][0] < now - WINDOW:
+            _lags.popleft()
 
 
 def beat() -> None:
@@ -52,7 +64,8 @@ def beat() -> None:
 def take(now: float | None = None) -> tuple[float, float]:
     """(lag in seconds, heartbeats/s since the previous take)."""
     now = time.monotonic() if now is None else now
-    lag = max((lag for _, lag in _lags), default=0.0)
+    with _lock:
+        lag = max((lag for when, lag in _lags if when >= now - WINDOW), default=0.0)
     if _state["tick"] is not None and _state["task"] is not None and not _state["task"].done():
         lag = max(lag, now - _state["tick"] - PERIOD)
     elapsed = max(now - _state["since"], 1e-3)

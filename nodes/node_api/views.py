@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import time
 
 import pydantic
 from django.core.handlers.wsgi import WSGIRequest
@@ -104,9 +105,10 @@ def _parser(body: bytes):
     return parse
 
 
-def _verify(raw: str | None, body: bytes, who: str) -> dict:
+def _verify(raw: str | None, body: bytes, who: str, arrived: float) -> dict:
     """The heartbeats memory cannot answer: the Redis round trip, then the database when needed, on the
     heartbeat threads (never queued behind polls and reports on the database threads: liveness comes first)."""
+    webload.waited(time.monotonic() - arrived)  # heard this late: the overload guard counts it
     parse = _parser(body)
     found = liveness.fast_heartbeat(raw=raw, parse=parse)
     return liveness.finish_heartbeat(raw=raw, found=found, parse=parse, who=who).model_dump(mode="json")
@@ -133,7 +135,7 @@ async def heartbeat(request: HttpRequest) -> JsonResponse:
         if quick is not None:
             metrics.inc("euler_heartbeats_total")
             return JsonResponse(quick)
-        reply = await run_light(request, _verify, raw, request.body, ratelimit.client_ip(request))
+        reply = await run_light(request, _verify, raw, request.body, ratelimit.client_ip(request), time.monotonic())
     except EulerError as exc:
         return _error(exc)
     metrics.inc("euler_heartbeats_total")
