@@ -26,7 +26,7 @@ from django.db.models import Max
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from euler import tokens
+from euler import metrics, tokens
 from nodeagent import protocol
 from nodes import channel, livestore, policy, quickbeat, webload
 from nodes.auth import CREDENTIAL_PREFIX, NodeRejected, authenticate_node
@@ -314,18 +314,21 @@ def _run_hooks(node: Node, hb: protocol.Heartbeat, rfp: str, now: float) -> list
 def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None):
     """Authenticate from the database, write the row if something that matters changed (every time when
     Redis is down), run the hooks, and cache the row under its generation."""
+    metrics.inc("euler_heartbeats_full_total")
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+    taken = quickbeat.token()
+    # The generation is read before the row: a change committed after this read moves it again. A node seen
+    # before (its id known by its credential) needs one read of its row, else the second one below.
+    pk = _pk_of.get(lookup) if lookup else None
+    gen, redis_ok = _generation(pk) if pk is not None else (None, True)
     node = authenticate_node(raw, who=who)
     hb = parse()
-    taken = quickbeat.token()
-    try:
-        # The generation is read before the row: a change committed after this read moves it again.
-        gen = livestore.generation(node.pk) or livestore.claim_generation(node.pk)
-        redis_ok = True
-    except RedisError:
-        gen, redis_ok = None, False
-    node = Node.objects.filter(pk=node.pk).first()
-    if node is None or node.approval == Approval.REJECTED:
-        raise NodeRejected()
+    if pk != node.pk:
+        gen, redis_ok = _generation(node.pk)
+        node = Node.objects.filter(pk=node.pk).first()
+        if node is None or node.approval == Approval.REJECTED:
+            raise NodeRejected()
+        _note_pk(lookup, node.pk)
     reply_node, fp = node_heartbeat(node=node, hb=hb, force_write=not redis_ok)
     now = reply_node.last_heartbeat_at.timestamp()
     interval = next_interval() if redis_ok else interval_now()
@@ -341,10 +344,27 @@ def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who
         except RedisError:
             redis_ok = False
     commands = _run_hooks(reply_node, hb, _running_fp(hb), now)
-    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
     if redis_ok and gen and lookup:
         _remember(lookup, Known(node=copy.copy(reply_node), gen=gen, fp=fp), taken)
     return _reply(reply_node, interval, commands)
+
+
+_pk_of: dict[str, int] = {}  # credential lookup -> node id (never changes; a rotated credential has a new lookup)
+
+
+def _note_pk(lookup: str | None, pk: int) -> None:
+    if lookup:
+        if len(_pk_of) >= _KNOWN_MAX:
+            _pk_of.clear()
+        _pk_of[lookup] = pk
+
+
+def _generation(pk: int) -> tuple[str | None, bool]:
+    """(the node's generation, claimed if it had none; whether Redis answered)."""
+    try:
+        return livestore.generation(pk) or livestore.claim_generation(pk), True
+    except RedisError:
+        return None, False
 
 
 def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = False) -> tuple[Node, str]:

@@ -109,6 +109,7 @@ def _verify(raw: str | None, body: bytes, who: str, arrived: float) -> dict:
     """The heartbeats memory cannot answer: the Redis round trip, then the database when needed, on the
     heartbeat threads (never queued behind polls and reports on the database threads: liveness comes first)."""
     webload.waited(time.monotonic() - arrived)  # heard this late: the overload guard counts it
+    metrics.inc("euler_heartbeats_verified_total")
     parse = _parser(body)
     found = liveness.fast_heartbeat(raw=raw, parse=parse)
     return liveness.finish_heartbeat(raw=raw, found=found, parse=parse, who=who).model_dump(mode="json")
