@@ -31,7 +31,7 @@ EULER_NODE_DB_THREADS = env_int("EULER_NODE_DB_THREADS", 8, minimum=1, maximum=2
 # Threads (per web process) for the heartbeats memory cannot answer (a Redis round trip; the database when a
 # node changed or is not cached): apart from the database threads, so polls never hold them up. Each keeps a
 # database connection.
-EULER_NODE_BEAT_THREADS = env_int("EULER_NODE_BEAT_THREADS", 8, minimum=1, maximum=64)
+EULER_NODE_BEAT_THREADS = env_int("EULER_NODE_BEAT_THREADS", 4, minimum=1, maximum=64)
 # Enrollment tokens: default and maximum lifetime in seconds.
 EULER_ENROLLMENT_TOKEN_TTL = env_int("EULER_ENROLLMENT_TOKEN_TTL", 3600, minimum=60, maximum=7 * 86400)
 EULER_ENROLLMENT_TOKEN_MAX_TTL = 7 * 86400
