@@ -5,7 +5,7 @@ ThreadSensitiveContext the first such call starts a thread of its own: under loa
 what a heartbeat does. The node endpoints need none of that chain: they authenticate the node credential
 themselves (no session, user, locale or messages), are CSRF-exempt (no cookies), and refuse plain HTTP
 themselves. `route_node_api(app)` sends them to this handler, which keeps the request id and the audit
-context (both async, no thread hop), and does the two things of the rest that matter to a JSON client: a
+context (both async, no thread hop), resolves against the node URLs alone (root_urls.py), and does the two things of the rest that matter to a JSON client: a
 sized body (CommonMiddleware's Content-Length) and `X-Content-Type-Options: nosniff` (SecurityMiddleware's).
 """
 
@@ -26,6 +26,7 @@ class NodeApiHandler(LeanHandler):
         inner = self._get_response_async
 
         async def finish(request):
+            request.urlconf = "nodes.node_api.root_urls"  # only the node endpoints to match against
             response = await inner(request)
             if not response.streaming and not response.has_header("Content-Length"):
                 response.headers["Content-Length"] = str(len(response.content))
