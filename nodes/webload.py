@@ -17,6 +17,7 @@ from collections import deque
 
 PERIOD = 0.25  # seconds between the monitor's ticks
 WINDOW = 10.0  # the lag reported is the worst of this many seconds
+MIN_SPAN = 1.0  # the intake rate is measured over at least this many seconds
 
 _state: dict = {"loop": None, "task": None, "tick": None, "beats": 0, "since": time.monotonic()}
 _lags: deque[tuple[float, float]] = deque()  # (when, lag) of the last WINDOW seconds
@@ -68,13 +69,16 @@ def take(now: float | None = None) -> tuple[float, float]:
         lag = max((lag for when, lag in _lags if when >= now - WINDOW), default=0.0)
     if _state["tick"] is not None and _state["task"] is not None and not _state["task"].done():
         lag = max(lag, now - _state["tick"] - PERIOD)
-    elapsed = max(now - _state["since"], 1e-3)
-    rate = _state["beats"] / elapsed
-    _state["beats"], _state["since"] = 0, now
-    return lag, rate
+    with _lock:
+        elapsed = now - _state["since"]
+        if elapsed >= MIN_SPAN or "rate" not in _state:  # several threads may register at once: the
+            _state["rate"] = _state["beats"] / max(elapsed, 1e-3)  # later ones report the same rate, not ~0
+            _state["beats"], _state["since"] = 0, now
+        return lag, _state["rate"]
 
 
 def reset() -> None:
     """Tests."""
     _lags.clear()
+    _state.pop("rate", None)
     _state.update(loop=None, task=None, tick=None, beats=0, since=time.monotonic())
