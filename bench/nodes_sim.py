@@ -9,7 +9,7 @@ on the database named by DATABASE_URL (migrated; a throw-away SQLite file when u
 running platform on that same database). Then:
 
 1. enroll: one platform enrollment token per node (the real service), each agent enrolls over HTTP with it
-   and keeps the credential it gets; the nodes are approved in bulk through `node_approve`;
+   and keeps the credential it gets; the nodes are approved in bulk through `node_approve_many`;
 2. beat: every agent heartbeats at the interval the server tells it (open loop: latency from the moment a
    beat was due), listing the attempts it "runs"; web RSS is read before and after every agent holds an
    idle long-poll (memory per held poll);
@@ -331,7 +331,7 @@ class Web:
 
 def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, run_time: float = 0.5,
              log_chunks: int = 3, connections: int = 64, beat_connections: int = 256, web_pid: int | None = None, prefix: str = "",
-             settle: float = 10.0, jobs_timeout: float = 900.0, out=print) -> dict:  # fmt: skip
+             settle: float = 10.0, jobs_timeout: float = 900.0, submit: str = "api", out=print) -> dict:  # fmt: skip
     """Run the phases against a platform at `url` on this process's database; returns the figures."""
     import httpx
     from django.db import transaction
@@ -339,7 +339,7 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
 
     from jobs.models import Attempt, Job
     from nodes.models import EventKind, Node, NodeEvent
-    from nodes.services import enrollment_token_create, node_approve
+    from nodes.services import enrollment_token_create, node_approve_many
     from quotas.models import Quota
     from quotas.services import apikey_create, project_create
 
@@ -383,9 +383,10 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
         out(f"  enrolled {nodes} agents over HTTP in {time.time() - t0:.1f} s")
         t0 = time.time()
         ids = list(Node.objects.filter(name__startswith=f"{prefix}-").values_list("pk", flat=True))
-        for node in Node.objects.filter(pk__in=ids):  # one transaction each, as the admin's bulk action does
-            node_approve(node=node, trust="platform", public_pool=True)
-        out(f"  approved {len(ids)} nodes through node_approve in {time.time() - t0:.1f} s")
+        for start in range(0, len(ids), 500):  # the bulk service, 500 nodes per transaction
+            node_approve_many(nodes=Node.objects.filter(pk__in=ids[start : start + 500]), trust="platform",
+                              public_pool=True)  # fmt: skip
+        out(f"  approved {len(ids)} nodes through node_approve_many in {time.time() - t0:.1f} s")
         started = time.time()
         from django.utils import timezone
 
@@ -424,9 +425,13 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
         body = {"image": "euler-test/busybox", "command": ["true"], "cpu_milli": 100, "memory_bytes": 32 << 20,
                 "gpu_count": 0, "timeout_seconds": 600, "max_retries": 0}  # fmt: skip
         j0, cpu_j0 = time.time(), web.cpu()
-        submitted = _submit_all(http, body, jobs, prefix)
+        if submit == "service":
+            submitted = _submit_through_service(project, body, jobs, prefix)
+        else:
+            submitted = _submit_all(http, body, jobs, prefix)
         j_submitted = time.time()
-        out(f"  submitted {jobs} jobs over the API in {j_submitted - j0:.1f} s")
+        how = "through job_submit in this process" if submit == "service" else "over the API"
+        out(f"  submitted {jobs} jobs {how} in {j_submitted - j0:.1f} s")
         qs = Job.objects.filter(project=project)
         deadline = time.time() + jobs_timeout
         while time.time() < deadline:
@@ -493,6 +498,24 @@ def _sum(dicts: list[dict]) -> dict:
     return total
 
 
+def _submit_through_service(project, body: dict, jobs: int, prefix: str, per_commit: int = 200) -> int:
+    """Submit with the API's own validation and service, in this process (no HTTP: the public API's sync views
+    share one thread per web process, which the 20,000-job run would measure instead of the nodes). Returns
+    0 requests."""
+    from django.db import transaction
+
+    from jobs import services
+    from jobs.api.serializers import JobCreateSerializer
+
+    for start in range(0, jobs, per_commit):
+        with transaction.atomic():
+            for i in range(start, min(start + per_commit, jobs)):
+                spec = JobCreateSerializer(data={**body, "name": f"{prefix}-{i}"})
+                spec.is_valid(raise_exception=True)
+                services.job_submit(project=project, spec=dict(spec.validated_data))
+    return 0
+
+
 def _submit_all(http, body: dict, jobs: int, prefix: str, clients: int = 8) -> int:
     """Submit over the public API from a few threads; returns the number of requests made."""
     from concurrent.futures import ThreadPoolExecutor
@@ -540,6 +563,8 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=64, help="report/log connections per process")
     ap.add_argument("--beat-connections", type=int, default=256, help="heartbeat connections per process")
     ap.add_argument("--jobs-timeout", type=float, default=900.0, help="seconds to wait for the jobs to end")
+    ap.add_argument("--submit", choices=["api", "service"], default="api",
+                    help="jobs over the public API, or through job_submit in this process")  # fmt: skip
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="platform setting")
     args = ap.parse_args()
 
@@ -567,7 +592,7 @@ def main() -> int:
         try:
             r = simulate(url, nodes=args.nodes, jobs=args.jobs, hold=args.hold, procs=args.procs,
                          run_time=args.run_time, log_chunks=args.log_chunks, connections=args.connections,
-                         beat_connections=args.beat_connections, jobs_timeout=args.jobs_timeout,
+                         beat_connections=args.beat_connections, jobs_timeout=args.jobs_timeout, submit=args.submit,
                          web_pid=pid)  # fmt: skip
         finally:
             if platform is not None:

@@ -13,6 +13,10 @@ from gateway.asgi import route_invoke  # noqa: E402
 
 django_asgi = route_invoke(django_asgi)  # agent invoke calls skip the middleware chain (see gateway/asgi.py)
 
+from nodes.node_api.asgi import route_node_api  # noqa: E402
+
+django_asgi = route_node_api(django_asgi)  # so do the node-agent endpoints (see nodes/node_api/asgi.py)
+
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from euler.routing import websocket_urlpatterns  # noqa: E402

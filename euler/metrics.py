@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 COUNTERS = {
     "euler_placements_total": "Attempts placed on nodes by the scheduler",
     "euler_heartbeats_total": "Node heartbeats accepted",
+    "euler_heartbeats_verified_total": "Node heartbeats the web process could not answer from memory (Redis read)",
+    "euler_heartbeats_full_total": "Node heartbeats that read the node row from the database",
     "euler_invocations_total": "Agent invocations relayed by the gateway",
     "euler_log_bytes_total": "Job log bytes stored",
     "euler_scheduling_passes_total": "Scheduling passes run",

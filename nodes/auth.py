@@ -18,6 +18,11 @@ def _networks(spec: tuple[str, ...]) -> tuple:
 
 
 def address_allowed(address: str | None, networks: tuple[str, ...] | list[str]) -> bool:
+    return _address_allowed(address, tuple(networks))
+
+
+@lru_cache(maxsize=4096)  # every node request asks it for a handful of addresses
+def _address_allowed(address: str | None, networks: tuple[str, ...]) -> bool:
     """Whether a client address may use plain HTTP: it lies in one of the configured networks."""
     if not address:
         return False

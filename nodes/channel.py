@@ -79,6 +79,19 @@ def wake(node_id: int) -> None:
         log.warning("node wake-up for %s not sent: %s", node_id, type(exc).__name__)
 
 
+def wake_many(node_ids) -> None:
+    """`wake` for many nodes in one round trip."""
+    from euler.redis import client
+
+    try:
+        pipe = client().pipeline(transaction=False)
+        for node_id in node_ids:
+            pipe.publish(f"{WAKE_PREFIX}{node_id}", b"1")
+        pipe.execute()
+    except Exception as exc:  # noqa: BLE001 - Redis down must not fail the caller
+        log.warning("node wake-ups for %d nodes not sent: %s", len(node_ids), type(exc).__name__)
+
+
 class _Listener:
     """One pattern subscription per event loop, fanning wake-ups out to waiting polls."""
 
@@ -89,16 +102,25 @@ class _Listener:
 
     async def run(self) -> None:
         from euler.redis import async_client
+        from nodes import livestore, quickbeat
 
+        loop = asyncio.get_running_loop()
         while True:
             pubsub = async_client().pubsub()
             try:
                 await pubsub.psubscribe(f"{WAKE_PREFIX}*")
+                # Node-row invalidations ride the same connection: while it holds, cached rows are current.
+                inval = livestore.inval_channel()
+                await pubsub.subscribe(inval)
+                quickbeat.subscribed(loop)
                 self.ready.set()
                 # A reconnect may have missed wake-ups: wake everyone, they re-ask the providers.
                 self._wake_all()
                 while True:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30)
+                    if msg is not None and msg.get("type") == "message":
+                        quickbeat.invalidate(livestore.parse_invalidation(msg.get("data")))
+                        continue
                     if msg is None or msg.get("type") != "pmessage":
                         continue
                     channel = msg["channel"].decode() if isinstance(msg["channel"], bytes) else msg["channel"]
@@ -111,10 +133,12 @@ class _Listener:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep listening through Redis restarts
+                quickbeat.unsubscribed(loop)
                 self.ready.clear()
                 log.warning("node wake-up listener lost Redis (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(1)
             finally:
+                quickbeat.unsubscribed(loop)
                 try:
                     await pubsub.aclose()
                 except Exception:  # noqa: BLE001, S110
@@ -129,13 +153,19 @@ class _Listener:
 _listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Listener] = weakref.WeakKeyDictionary()
 
 
-async def _listener() -> _Listener:
+def ensure_listener() -> _Listener:
+    """This event loop's subscription, started if it is not running (no waiting)."""
     loop = asyncio.get_running_loop()
     listener = _listeners.get(loop)
     if listener is None or listener.task is None or listener.task.done():
         listener = _Listener()
         listener.task = loop.create_task(listener.run())
         _listeners[loop] = listener
+    return listener
+
+
+async def _listener() -> _Listener:
+    listener = ensure_listener()
     try:
         await asyncio.wait_for(listener.ready.wait(), timeout=2)
     except TimeoutError:

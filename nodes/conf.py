@@ -28,7 +28,9 @@ EULER_NODE_HOOKS_EVERY = env_float("EULER_NODE_HOOKS_EVERY", 120.0, minimum=0.0)
 EULER_NODE_HTTP_ALLOWED_NETWORKS = env_list("EULER_NODE_HTTP_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
 # Threads (per web process) that do the database work of heartbeats and polls; each keeps a connection.
 EULER_NODE_DB_THREADS = env_int("EULER_NODE_DB_THREADS", 8, minimum=1, maximum=256)
-# Threads (per web process) that serve heartbeats (a Redis round trip; the database only when a node changed).
+# Threads (per web process) for the heartbeats memory cannot answer (a Redis round trip; the database when a
+# node changed or is not cached): apart from the database threads, so polls never hold them up. Each keeps a
+# database connection.
 EULER_NODE_BEAT_THREADS = env_int("EULER_NODE_BEAT_THREADS", 4, minimum=1, maximum=64)
 # Enrollment tokens: default and maximum lifetime in seconds.
 EULER_ENROLLMENT_TOKEN_TTL = env_int("EULER_ENROLLMENT_TOKEN_TTL", 3600, minimum=60, maximum=7 * 86400)

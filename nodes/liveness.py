@@ -26,9 +26,9 @@ from django.db.models import Max
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from euler import tokens
+from euler import metrics, tokens
 from nodeagent import protocol
-from nodes import channel, livestore, policy
+from nodes import channel, livestore, policy, quickbeat, webload
 from nodes.auth import CREDENTIAL_PREFIX, NodeRejected, authenticate_node
 from nodes.models import Approval, EventKind, Node, NodeEvent
 from nodes.signals import node_available, send_on_commit
@@ -49,27 +49,57 @@ class Known:
 
 
 _known: OrderedDict[str, Known] = OrderedDict()
+_lookup_of: dict[int, str] = {}  # node id -> its credential's lookup in _known
 
 
-def _remember(lookup: str, known: Known) -> None:
+def _remember(lookup: str, known: Known, taken: int | None = None) -> None:
+    """Cache a node row; `taken` (quickbeat.token() before the row was read): not if it changed since."""
     with _known_lock:
+        if taken is not None and not quickbeat.may_remember(known.node.pk, taken):
+            return
         _known[lookup] = known
         _known.move_to_end(lookup)
+        _lookup_of[known.node.pk] = lookup
         while len(_known) > _KNOWN_MAX:
-            _known.popitem(last=False)
+            _, dropped = _known.popitem(last=False)
+            _lookup_of.pop(dropped.node.pk, None)
 
 
 def _forget(lookup: str) -> None:
     with _known_lock:
-        _known.pop(lookup, None)
+        dropped = _known.pop(lookup, None)
+        if dropped is not None:
+            _lookup_of.pop(dropped.node.pk, None)
+
+
+def known(lookup: str) -> Known | None:
+    with _known_lock:
+        return _known.get(lookup)
+
+
+def forget_nodes(node_ids) -> None:
+    with _known_lock:
+        for node_id in node_ids:
+            lookup = _lookup_of.pop(node_id, None)
+            if lookup is not None:
+                _known.pop(lookup, None)
+
+
+def forget_all() -> None:
+    with _known_lock:
+        _known.clear()
+        _lookup_of.clear()
 
 
 # --- the interval: nodes ÷ the live web processes' budgets ------------------------------------------
 _registry = {"at": -1e9, "nodes": 0, "budget": 0.0}
 
 
-def _registration_due() -> bool:
+def registration_due() -> bool:
     return time.monotonic() - _registry["at"] >= settings.EULER_NODE_WEB_TTL / 3
+
+
+_registration_due = registration_due
 
 
 def _apply_registration(members: list, count: int) -> None:
@@ -92,7 +122,9 @@ def interval_now(*, jitter: float | None = None) -> float:
 def register_web() -> None:
     """Register this process's budget (sync callers; the async hot path piggybacks on its own round trip)."""
     try:
-        members, count = livestore.registration(settings.EULER_NODE_HEARTBEAT_BUDGET, settings.EULER_NODE_WEB_TTL)
+        members, count = livestore.registration(
+            settings.EULER_NODE_HEARTBEAT_BUDGET, settings.EULER_NODE_WEB_TTL, load=webload.take()
+        )
     except RedisError:
         log.warning("could not register the heartbeat budget in Redis")
         return
@@ -124,6 +156,9 @@ def _heartbeat_fields(hb: protocol.Heartbeat, now) -> dict:
     }
 
 
+heartbeat_fields = _heartbeat_fields
+
+
 def _row_fingerprint(node: Node, fields: dict) -> str:
     return policy.change_fingerprint({key: getattr(node, key) for key in fields})
 
@@ -136,6 +171,9 @@ def _usage(hb: protocol.Heartbeat) -> dict:
 
 def _running_fp(hb: protocol.Heartbeat) -> str:
     return policy.running_fingerprint([(r.attempt_id, r.state) for r in hb.running])
+
+
+usage, running_fp = _usage, _running_fp
 
 
 def _reply(node: Node, interval: float, commands) -> protocol.HeartbeatReply:
@@ -194,10 +232,13 @@ def fast_heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]):
         _forget(lookup)
         return Later(hb=hb)
     previous = livestore.as_float(results[3])
+    quickbeat.wrote(node.pk, interval, quickbeat.usage_json(_usage(hb)), now)
     if previous is None or now - previous > settings.EULER_NODE_OFFLINE_AFTER / 2:
         return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval, gap=True, previous=previous)
-    due = policy.hooks_due(full_path=False, running_changed=state.get("rfp") != rfp,
-                           last_run=livestore.as_float(state.get("hk")), now=now,
+    quickbeat.noted_intake(now)
+    last_run = livestore.as_float(state.get("hk"))
+    quickbeat.hooks_ran(node.pk, state.get("rfp"), last_run)
+    due = policy.hooks_due(full_path=False, running_changed=state.get("rfp") != rfp, last_run=last_run, now=now,
                            every=settings.EULER_NODE_HOOKS_EVERY)  # fmt: skip
     if due:
         return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval)
@@ -221,6 +262,7 @@ def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Hea
         return full_heartbeat(raw, lambda: found.hb, who)
     if found.gap:
         _note_resumed(found.now, found.previous)
+        quickbeat.noted_intake(found.now)
     commands = _run_hooks(found.node, found.hb, found.rfp, found.now)
     return _reply(found.node, found.interval, commands)
 
@@ -263,7 +305,8 @@ def _run_hooks(node: Node, hb: protocol.Heartbeat, rfp: str, now: float) -> list
         livestore.queue_hooks_ran(pipe, node_id=node.pk, running_fp=rfp, at=0 if again else now)
         pipe.execute()
     except RedisError:
-        pass  # they run again next time
+        return list(commands)  # they run again next time
+    quickbeat.hooks_ran(node.pk, rfp, 0 if again else now)
     return list(commands)
 
 
@@ -271,17 +314,21 @@ def _run_hooks(node: Node, hb: protocol.Heartbeat, rfp: str, now: float) -> list
 def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None):
     """Authenticate from the database, write the row if something that matters changed (every time when
     Redis is down), run the hooks, and cache the row under its generation."""
+    metrics.inc("euler_heartbeats_full_total")
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+    taken = quickbeat.token()
+    # The generation is read before the row: a change committed after this read moves it again. A node seen
+    # before (its id known by its credential) needs one read of its row, else the second one below.
+    pk = _pk_of.get(lookup) if lookup else None
+    gen, redis_ok = _generation(pk) if pk is not None else (None, True)
     node = authenticate_node(raw, who=who)
     hb = parse()
-    try:
-        # The generation is read before the row: a change committed after this read moves it again.
-        gen = livestore.generation(node.pk) or livestore.claim_generation(node.pk)
-        redis_ok = True
-    except RedisError:
-        gen, redis_ok = None, False
-    node = Node.objects.filter(pk=node.pk).first()
-    if node is None or node.approval == Approval.REJECTED:
-        raise NodeRejected()
+    if pk != node.pk:
+        gen, redis_ok = _generation(node.pk)
+        node = Node.objects.filter(pk=node.pk).first()
+        if node is None or node.approval == Approval.REJECTED:
+            raise NodeRejected()
+        _note_pk(lookup, node.pk)
     reply_node, fp = node_heartbeat(node=node, hb=hb, force_write=not redis_ok)
     now = reply_node.last_heartbeat_at.timestamp()
     interval = next_interval() if redis_ok else interval_now()
@@ -292,13 +339,32 @@ def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who
             pipe.hset(livestore.node_key(node.pk), "fp", fp)
             previous = livestore.as_float(pipe.execute()[3])
             _note_resumed(now, previous)
+            quickbeat.noted_intake(now)
+            quickbeat.wrote(node.pk, interval, quickbeat.usage_json(_usage(hb)), now)
         except RedisError:
             redis_ok = False
     commands = _run_hooks(reply_node, hb, _running_fp(hb), now)
-    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
     if redis_ok and gen and lookup:
-        _remember(lookup, Known(node=copy.copy(reply_node), gen=gen, fp=fp))
+        _remember(lookup, Known(node=copy.copy(reply_node), gen=gen, fp=fp), taken)
     return _reply(reply_node, interval, commands)
+
+
+_pk_of: dict[str, int] = {}  # credential lookup -> node id (never changes; a rotated credential has a new lookup)
+
+
+def _note_pk(lookup: str | None, pk: int) -> None:
+    if lookup:
+        if len(_pk_of) >= _KNOWN_MAX:
+            _pk_of.clear()
+        _pk_of[lookup] = pk
+
+
+def _generation(pk: int) -> tuple[str | None, bool]:
+    """(the node's generation, claimed if it had none; whether Redis answered)."""
+    try:
+        return livestore.generation(pk) or livestore.claim_generation(pk), True
+    except RedisError:
+        return None, False
 
 
 def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = False) -> tuple[Node, str]:
@@ -320,6 +386,8 @@ def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = Fa
             _transition(node, fields, gpus_moved=bool(gpus_moved), came_back=came_back)
     elif changed or force_write:
         updated = Node.objects.filter(pk=node.pk).exclude(approval=Approval.REJECTED).update(**fields)
+        if updated == 1 and changed:
+            _changed_quietly(node.pk)
         if updated == 1 and changed and node.approval == Approval.APPROVED:
             node_available.send(sender=Node, node_id=node.pk)
     else:
@@ -348,6 +416,14 @@ def _transition(node: Node, fields: dict, *, gpus_moved: bool, came_back: bool) 
             send_on_commit(node_available, locked.pk)
     Node.objects.filter(pk=locked.pk).update(**fields)
     transaction.on_commit(lambda: _bump_quietly(locked.pk))  # other processes drop their copy
+
+
+def _changed_quietly(node_id: int) -> None:
+    """This process wrote what a node reports (capacity, versions): other processes drop their copy."""
+    try:
+        livestore.invalidate([node_id], origin=livestore.PROCESS_ID)
+    except RedisError:
+        log.warning("could not tell web processes that node %s changed", node_id)
 
 
 def _bump_quietly(*node_ids: int) -> None:

@@ -10,6 +10,9 @@ Keys, under `euler:live:<database name>:` (two deployments or test runs on one R
 - `born`      when this Redis began holding liveness: an emptied Redis knows nobody, and that is a gap.
 - `webs`      sorted set of `<process>|<budget>` by expiry: the live web processes.
 - `flushed`   the newest last-seen time already written to the database.
+- `webload`   hash: process → `<at>,<event-loop lag>,<heartbeats/s>` (offline detection's overload guard).
+- `inval`     a pub/sub channel: `<origin>|<id>,<id>…`, node rows that changed (web processes drop their
+              cached copies; `origin`, when set, is the process that wrote the change and keeps its copy).
 """
 
 from __future__ import annotations
@@ -63,6 +66,51 @@ def queue_beat(pipe, *, node_id: int, ts: float, interval: float, usage: dict) -
     pipe.set(f"{space}intake", ts, get=True)
 
 
+def queue_batch(pipe, batch: dict[int, tuple[float, float | None, str | None]]) -> None:
+    """Many heartbeats' writes at once (quickbeat.py): node id -> (seen, interval or None, usage JSON or None)."""
+    space = ns()
+    pipe.zadd(f"{space}seen", {str(node_id): seen for node_id, (seen, _, _) in batch.items()})
+    for node_id, (_, interval, usage) in batch.items():
+        mapping = {}
+        if interval is not None:
+            mapping["iv"] = interval
+        if usage is not None:
+            mapping["u"] = usage
+        if mapping:
+            pipe.hset(f"{space}n:{node_id}", mapping=mapping)
+    pipe.set(f"{space}intake", max(seen for seen, _, _ in batch.values()))
+
+
+def inval_channel() -> str:
+    return f"{ns()}inval"
+
+
+def queue_invalidate(pipe, node_ids, origin: str = "") -> None:
+    ids = [str(i) for i in node_ids]
+    for i in range(0, len(ids), 1000):
+        pipe.publish(inval_channel(), f"{origin}|{','.join(ids[i : i + 1000])}")
+
+
+def parse_invalidation(data, own: str = PROCESS_ID) -> list[int]:
+    """The node ids a message on `inval` names, less those this process wrote itself."""
+    origin, _, ids = (_text(data) or "").partition("|")
+    if origin and origin == own:
+        return []
+    found = []
+    for part in ids.split(","):
+        try:
+            found.append(int(part))
+        except ValueError:
+            continue
+    return found
+
+
+def invalidate(node_ids, *, origin: str = "") -> None:
+    pipe = client().pipeline(transaction=False)
+    queue_invalidate(pipe, node_ids, origin)
+    pipe.execute()
+
+
 def queue_registration(pipe, *, budget: float, now: float, ttl: float) -> None:
     """Results, in order: ZREMRANGEBYSCORE, ZADD, the live members, the number of nodes known."""
     space = ns()
@@ -98,6 +146,7 @@ def bump(*node_ids: int) -> None:
     pipe = client().pipeline(transaction=False)
     for node_id in node_ids:
         pipe.hset(node_key(node_id), "v", uuid.uuid4().hex[:12])
+    queue_invalidate(pipe, node_ids)
     pipe.execute()
 
 
@@ -186,11 +235,35 @@ def forget_node(node_id: int) -> None:
     pipe.execute()
 
 
-def registration(budget: float, ttl: float) -> tuple[list[str], int]:
+def registration(budget: float, ttl: float, load: tuple[float, float] | None = None) -> tuple[list[str], int]:
+    """Register this process (and its load: event-loop lag, heartbeats/s); the live members, the nodes known."""
+    now = time.time()
     pipe = client().pipeline(transaction=False)
-    queue_registration(pipe, budget=budget, now=time.time(), ttl=ttl)
-    _, _, members, count = pipe.execute()
+    queue_registration(pipe, budget=budget, now=now, ttl=ttl)
+    if load is not None:
+        lag, rate = load
+        pipe.hset(f"{ns()}webload", PROCESS_ID, f"{now!r},{lag!r},{rate!r}")
+    _, _, members, count = pipe.execute()[:4]
     return [_text(m) for m in members], int(count)
+
+
+def web_loads(now: float, ttl: float) -> list[tuple[float, float]]:
+    """(lag, heartbeats/s) of the web processes that reported within `ttl`; older reports are dropped."""
+    key = f"{ns()}webload"
+    live, stale = [], []
+    for proc, raw in client().hgetall(key).items():
+        try:
+            at, lag, rate = (float(x) for x in _text(raw).split(","))
+        except ValueError:
+            stale.append(proc)
+            continue
+        if at < now - ttl:
+            stale.append(proc)
+        else:
+            live.append((lag, rate))
+    if stale:
+        client().hdel(key, *stale)
+    return live
 
 
 def reset() -> None:

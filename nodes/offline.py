@@ -5,12 +5,16 @@ than EULER_NODE_OFFLINE_AFTER: an index scan that finds only the silent and the 
 says when each was really last seen and what interval it was told. Two guards keep a control-plane fault
 from looking like a mass death: every online node silent at once (web down, a network cut on our side), and
 an emptied Redis (restarted, flushed), which knows nobody: a node it has not heard from yet gets a whole
-window from the moment this Redis started holding liveness.
+window from the moment this Redis started holding liveness. A third keeps a partly overloaded web tier from
+starting a feedback loop (late heartbeats, nodes marked offline, their return taking the expensive path):
+while the web processes report their event loops running late, every node gets more time
+(`overload_allowance`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -77,6 +81,32 @@ def _estimate_interval() -> float:
     )
 
 
+def overload_allowance() -> float:
+    """Extra silence allowed to every node while the web tier is behind (policy.overload_allowance), from the
+    load the live web processes report."""
+    try:
+        loads = livestore.web_loads(time.time(), settings.EULER_NODE_WEB_TTL)
+    except RedisError:
+        return 0.0
+    lag = max((lag for lag, _ in loads), default=0.0)
+    if lag < policy.OVERLOAD_NOTICE:
+        return 0.0
+    online = Node.objects.filter(online=True).exclude(approval=Approval.REJECTED).count()
+    interval = _estimate_interval()
+    allowance = policy.overload_allowance(
+        lag=lag,
+        intake_rate=sum(rate for _, rate in loads),
+        expected_rate=online / max(interval, 1e-3),
+        cap=settings.EULER_NODE_SILENCE_HOLD,
+    )
+    log.warning(
+        "web tier behind: event loop up to %.1f s late, taking %.0f heartbeats/s of the %.0f/s %d online nodes "
+        "send; every node gets %.0f s more before it is offline",
+        lag, sum(rate for _, rate in loads), online / max(interval, 1e-3), online, allowance,
+    )  # fmt: skip
+    return allowance
+
+
 def silent_nodes(now) -> list[tuple[int, str, datetime]]:
     """(pk, name, last seen) of the online nodes past their window, before the control-plane guards."""
     floor = now - timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER)
@@ -94,6 +124,7 @@ def silent_nodes(now) -> list[tuple[int, str, datetime]]:
     except RedisError:
         seen, intervals, born = {}, {}, None  # judged by the database alone, as heartbeats then write it
     fallback = None
+    allowance = None
     silent = []
     for pk, name, db_last in rows:
         last = max(db_last.timestamp(), seen.get(pk, 0.0))
@@ -106,6 +137,10 @@ def silent_nodes(now) -> list[tuple[int, str, datetime]]:
         )
         if ts - last < window:
             continue
+        if allowance is None:
+            allowance = overload_allowance()
+        if ts - last < window + allowance:
+            continue  # the web tier is behind: its heartbeat may be waiting in a queue
         if pk not in seen and born is not None and last >= born - window and ts - born < window:
             continue  # alive when this Redis started empty: it gets a whole window to be heard from
         silent.append((pk, name, datetime.fromtimestamp(last, tz=UTC)))

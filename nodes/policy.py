@@ -66,6 +66,35 @@ def offline_window(interval: float | None, *, offline_after: float, missed: int)
     return max(offline_after, missed * (interval or 0.0))
 
 
+OVERLOAD_NOTICE = 1.0  # seconds of event-loop lag below which a web process is not behind
+OVERLOAD_FAR_BELOW = 0.5  # a tier taking less than this share of what the nodes send is far behind
+
+
+def overload_allowance(
+    *,
+    lag: float,
+    intake_rate: float,
+    expected_rate: float,
+    cap: float,
+    notice: float = OVERLOAD_NOTICE,
+    far_below: float = OVERLOAD_FAR_BELOW,
+) -> float:
+    """Extra seconds of silence every node is allowed while the web tier is behind (a partly overloaded control
+    plane: heartbeats wait in a queue, arrive late, and nodes would pass their window though they are alive).
+
+    `lag` is the worst event-loop delay among the live web processes (a heartbeat waits about that long before
+    it is heard), `intake_rate` the heartbeats/s they took together lately, `expected_rate` what the online
+    nodes send (nodes ÷ interval). A tier answering within `notice` s is healthy: nothing extra. Behind, every
+    node gets twice the lag (it grows while we look). Behind *and* taking in less than `far_below` of what the
+    nodes send, heartbeats are piling up faster than they are heard: offline marking holds for up to `cap`
+    (a dead host is then marked late, never a live one early; past `cap` the windows are as before)."""
+    if lag < notice:
+        return 0.0
+    if expected_rate > 0 and intake_rate < far_below * expected_rate:
+        return cap
+    return min(2 * lag, cap)
+
+
 def total_budget(members: list[str], *, own: float) -> float:
     """The live web processes' heartbeat budgets summed, from registry members `"<process>|<budget>"`
     (the latest entry per process counts); `own` when nobody is registered (Redis just came back)."""

@@ -68,8 +68,8 @@ def beat_pool() -> ThreadPoolExecutor:
 
 
 async def run_light(request, fn, *args):
-    """The heartbeat's hop off the event loop: threads of its own (a Redis round trip must not queue behind
-    reports and polls waiting on the database), without SyncToAsync's bookkeeping."""
+    """The heartbeat's hop off the event loop: threads of their own (liveness must not queue behind reports
+    and polls waiting on the database), without SyncToAsync's bookkeeping."""
     if isinstance(request, WSGIRequest):
         return await sync_to_async(fn)(*args)
     loop = asyncio.get_running_loop()

@@ -227,3 +227,75 @@ def test_with_redis_down_a_known_node_heartbeat_writes_the_row_as_before(known_n
     assert r.status_code == 200 and r.json()["approval"] == "approved"
     node.refresh_from_db()
     assert (timezone.now() - node.last_heartbeat_at).total_seconds() < 30
+
+
+def _web_load(lag: float, rate: float, *, age: float = 0, proc: str = "web-a") -> None:
+    livestore.client().hset(f"{livestore.ns()}webload", proc, f"{time.time() - age!r},{lag!r},{rate!r}")
+
+
+def test_a_web_tier_running_late_gives_silent_nodes_more_time(windows):
+    late = _online("late", db_age=45, seen_age=40)  # 5 s × 3 = 15 s < 30 s window: 10 s past it
+    _online("other", db_age=0, seen_age=0)
+    _web_load(lag=6, rate=1000)  # one web process runs 6 s late but takes what the nodes send
+    _web_load(lag=0.1, rate=1000, proc="web-b")
+    assert liveness.mark_offline() == []  # 40 s < 30 s + 2 × 6 s
+    assert liveness.mark_offline(now=timezone.now() + timedelta(seconds=5)) == [late.pk]
+
+
+def test_a_web_tier_far_behind_holds_offline_marking_up_to_the_silence_hold(windows):
+    late = _online("late", db_age=45, seen_age=40)
+    other = _online("other", db_age=0, seen_age=0)
+    now = timezone.now()
+    _web_load(lag=2, rate=0.01)  # late, and hearing almost none of the heartbeats the nodes send
+    _beats(other, now, 55, 60)
+    assert liveness.mark_offline(now=now + timedelta(seconds=60)) == []
+    _web_load(lag=2, rate=0.01)
+    _beats(other, now, 80, 85)
+    assert liveness.mark_offline(now=now + timedelta(seconds=85)) == [late.pk]  # past 30 + 90 s
+
+
+def test_a_web_tier_on_time_or_a_stale_report_changes_nothing(windows):
+    late = _online("late", db_age=45, seen_age=40)
+    _online("other", db_age=0, seen_age=0)
+    _web_load(lag=30, rate=0, age=60)  # a process that stopped reporting a minute ago
+    _web_load(lag=0.2, rate=0, proc="web-b")
+    assert liveness.mark_offline() == [late.pk]
+    assert livestore.client().hexists(f"{livestore.ns()}webload", "web-a") == 0
+
+
+def test_the_web_process_reports_its_event_loop_lag_and_intake_with_its_registration():
+    from nodes import webload
+
+    webload.reset()
+    now = time.monotonic()
+    webload.record(0.01, now - 20)  # older than the window: forgotten
+    webload.record(3.0, now - 1)
+    webload.record(0.02, now)
+    for _ in range(50):
+        webload.beat()
+    liveness.register_web()
+    [(lag, rate)] = livestore.web_loads(time.time(), 15)
+    assert lag == pytest.approx(3.0) and rate > 0
+    webload.waited(7.5)  # a heartbeat that waited 7.5 s for a heartbeat thread was heard that late
+    liveness.register_web()
+    [(lag, _)] = livestore.web_loads(time.time(), 15)
+    assert lag == pytest.approx(7.5)
+
+
+def test_approving_many_nodes_at_once_is_node_approve_for_each_and_drops_their_cached_copies(
+    enroll, heartbeat, django_capture_on_commit_callbacks
+):
+    from audit.models import AuditEvent
+
+    pairs = [enroll(services.enrollment_token_create(trust="platform")[1], f"bulk{i}") for i in range(3)]
+    for _, cred in pairs:
+        assert heartbeat(cred).json()["approval"] == "pending"  # cached as pending
+    with django_capture_on_commit_callbacks(execute=True):
+        done = services.node_approve_many(nodes=[n for n, _ in pairs], trust="platform", public_pool=True)
+    assert len(done) == 3
+    for node, cred in pairs:
+        node.refresh_from_db()
+        assert node.approval == "approved" and node.public_pool and node.gpu_fingerprint
+        assert node.events.filter(kind=EventKind.APPROVED).count() == 1
+        assert heartbeat(cred).json()["approval"] == "approved"  # the generation moved: the row is read again
+    assert AuditEvent.objects.filter(action="node.approved").count() == 3

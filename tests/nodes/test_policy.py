@@ -8,6 +8,7 @@ from nodes.policy import (
     heartbeat_interval,
     hooks_due,
     offline_window,
+    overload_allowance,
     total_budget,
     validate_labels,
 )
@@ -103,3 +104,17 @@ def test_labels_are_validated():
     assert validate_labels({"": "x"})
     assert validate_labels({f"k{i}": "v" for i in range(65)})
     assert validate_labels(["x"])
+
+
+def test_a_web_tier_on_time_gives_no_extra_silence():
+    assert overload_allowance(lag=0.2, intake_rate=10, expected_rate=1000, cap=90) == 0
+
+
+def test_a_web_tier_behind_gives_every_node_twice_its_lag_up_to_the_cap():
+    assert overload_allowance(lag=5, intake_rate=900, expected_rate=1000, cap=90) == 10
+    assert overload_allowance(lag=60, intake_rate=900, expected_rate=1000, cap=90) == 90
+
+
+def test_a_web_tier_behind_and_taking_far_less_than_the_nodes_send_holds_offline_marking_up_to_the_cap():
+    assert overload_allowance(lag=2, intake_rate=100, expected_rate=1000, cap=90) == 90
+    assert overload_allowance(lag=2, intake_rate=100, expected_rate=0, cap=90) == 4  # nothing expected: the lag

@@ -1,0 +1,273 @@
+"""The common heartbeat without a round trip: answered on the event loop from memory, its Redis writes batched.
+
+Under an ASGI server a web process subscribes to node-row invalidations (`livestore.invalidate`, published
+whenever a node row changes: approval, draining, credential, offline, a written change) on the same Redis
+connection as the poll wake-ups (channel.py). While that subscription holds, the process's cached copy of
+a node row is known to be current, so a heartbeat from a node it knows, reporting what it reported last
+time, with its hooks not due, is answered from memory: no Redis read, no database, no thread hop. Its
+last-seen time, interval and usage join a per-process batch that one thread writes to Redis in one
+pipeline every BATCH_EVERY seconds (offline detection works in windows of many seconds; a ~0.1 s lag is
+nothing to it). Everything else (a node not cached, a changed report, hooks due, the first heartbeat after
+a quiet spell, no subscription, a failed batch) takes the verifying path in liveness.py, as before.
+
+Keeping the cache honest:
+- the subscription's (re)start clears the cache: invalidations may have been missed while it was down;
+- a row read before an invalidation is not cached after it (`token()` / `may_remember()`);
+- a failed batch (Redis down) clears the cache, writes its last-seen times to the node rows instead, and
+  keeps the quick path off for FAIL_HOLD seconds (heartbeats then take the write-through path).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+from redis.exceptions import RedisError
+
+from euler import tokens
+from nodes import livestore, policy
+from nodes.auth import CREDENTIAL_PREFIX
+
+log = logging.getLogger(__name__)
+
+BATCH_EVERY = 0.1  # seconds between the batched Redis writes of one web process
+FAIL_HOLD = 2.0  # seconds the quick path stays off after a batch could not reach Redis
+IV_DRIFT = 0.25  # the interval a node was told is rewritten to Redis when it moved by this fraction
+IV_REFRESH = 30.0  # ... or this many seconds after it was last written
+_MAX_NODES = 100_000
+
+_lock = threading.Lock()
+_state: dict = {"loop": None, "seq": 0, "reset_seq": 0, "fail_until": 0.0, "intake": 0.0, "thread": None}
+_inval_at: dict[int, int] = {}  # node id -> the invalidation sequence number that last named it
+
+
+@dataclass
+class Local:
+    """What this process knows of a node's recent heartbeats (beside the cached row in liveness._known)."""
+
+    body: bytes = b""
+    fp: str = ""  # change fingerprint of `body`
+    rfp: str = ""  # running fingerprint of `body`
+    usage: str = ""  # usage JSON of `body`
+    hooks_rfp: str | None = None  # the running fingerprint when the hooks last ran
+    hooks_at: float | None = None  # when they last ran (0: they asked for the next heartbeat)
+    iv_written: float = 0.0
+    iv_at: float = 0.0
+    usage_written: str = ""
+
+
+_local: dict[int, Local] = {}
+_batch: dict[int, tuple[float, float | None, str | None]] = {}  # node id -> (seen, interval to write, usage)
+
+
+# --- trust: the invalidation subscription -----------------------------------------------------------------
+def subscribed(loop) -> None:
+    """The invalidation subscription (re)started on `loop`: forget every cached row (invalidations may have
+    been missed) and trust the cache from now on."""
+    from nodes import liveness
+
+    with _lock:
+        _state["seq"] += 1
+        _state["reset_seq"] = _state["seq"]
+        _inval_at.clear()
+        _state["loop"] = loop
+    liveness.forget_all()
+
+
+def unsubscribed(loop) -> None:
+    with _lock:
+        if _state["loop"] is loop:
+            _state["loop"] = None
+
+
+def invalidate(node_ids: list[int]) -> None:
+    """These node rows changed: drop their cached copies (and refuse copies read before now)."""
+    from nodes import liveness
+
+    with _lock:
+        _state["seq"] += 1
+        seq = _state["seq"]
+        if len(_inval_at) + len(node_ids) > _MAX_NODES:
+            _inval_at.clear()
+            _state["reset_seq"] = seq
+        for node_id in node_ids:
+            _inval_at[node_id] = seq
+    liveness.forget_nodes(node_ids)
+
+
+def token() -> int:
+    """Taken before a node row is read for caching; `may_remember` says whether it is still current."""
+    return _state["seq"]
+
+
+def may_remember(node_id: int, taken: int) -> bool:
+    with _lock:
+        return taken >= _state["reset_seq"] and _inval_at.get(node_id, -1) <= taken
+
+
+def on(loop) -> bool:
+    return loop is not None and _state["loop"] is loop and time.monotonic() >= _state["fail_until"]
+
+
+# --- what this process learns from the verifying path -------------------------------------------------
+def _entry(node_id: int) -> Local:
+    local = _local.get(node_id)
+    if local is None:
+        if len(_local) >= _MAX_NODES:
+            _local.clear()
+        local = _local[node_id] = Local()
+    return local
+
+
+def hooks_ran(node_id: int, rfp: str | None, at: float | None) -> None:
+    local = _entry(node_id)
+    local.hooks_rfp, local.hooks_at = rfp, at
+
+
+def noted_intake(now: float) -> None:
+    """A heartbeat reached Redis (the verifying path saw the intake time, and noted a gap if there was one)."""
+    if now > _state["intake"]:
+        _state["intake"] = now
+
+
+def wrote(node_id: int, interval: float, usage: str, now: float) -> None:
+    """The verifying path wrote this node's interval and usage to Redis."""
+    local = _entry(node_id)
+    local.iv_written, local.iv_at, local.usage_written = interval, now, usage
+
+
+# --- the quick heartbeat -----------------------------------------------------------------------------
+def known_node(raw: str | None, loop):
+    """The cached row of the node behind this credential when the cache is current (the poll's
+    authentication without the database), else None."""
+    if not on(loop):
+        return None
+    from nodes import liveness
+
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+    known = liveness.known(lookup) if lookup else None
+    if known is None or known.node.approval == "rejected" or not tokens.matches(raw, known.node.credential_digest):
+        return None
+    return known.node
+
+
+def usage_json(usage: dict) -> str:
+    return json.dumps(usage, separators=(",", ":"))
+
+
+def reply(node, interval: float) -> dict:
+    """`protocol.HeartbeatReply(...).model_dump(mode="json")` with no commands, built directly."""
+    return {"approval": node.approval, "draining": node.draining, "heartbeat_interval": interval, "commands": []}
+
+
+def heartbeat(*, raw: str | None, body: bytes, parse, loop) -> dict | None:
+    """The reply, from memory, when this heartbeat needs nothing else; None: take the verifying path."""
+    if not on(loop):
+        return None
+    from nodes import liveness
+
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+    known = liveness.known(lookup) if lookup else None
+    if known is None or not known.node.online or not tokens.matches(raw, known.node.credential_digest):
+        return None
+    now = time.time()
+    if now - _state["intake"] > settings.EULER_NODE_OFFLINE_AFTER / 2:
+        return None  # the first heartbeat after a quiet spell checks for a control-plane gap
+    node = known.node
+    local = _local.get(node.pk)
+    if local is None or local.body != body:
+        hb = parse()
+        local = _entry(node.pk)
+        local.body = body
+        local.fp = policy.change_fingerprint(liveness.heartbeat_fields(hb, None))
+        local.rfp = liveness.running_fp(hb)
+        local.usage = usage_json(liveness.usage(hb))
+    if local.fp != known.fp:
+        return None
+    if policy.hooks_due(full_path=False, running_changed=local.hooks_rfp != local.rfp, last_run=local.hooks_at,
+                        now=now, every=settings.EULER_NODE_HOOKS_EVERY):  # fmt: skip
+        return None
+    interval = liveness.interval_now()
+    write_iv = None
+    if abs(interval - local.iv_written) > IV_DRIFT * interval or now - local.iv_at > IV_REFRESH:
+        write_iv, local.iv_written, local.iv_at = interval, interval, now
+    write_usage = None
+    if local.usage != local.usage_written:
+        write_usage = local.usage_written = local.usage
+    with _lock:
+        before = _batch.get(node.pk)
+        if before is not None:  # two beats of one node in one batch: keep what either had to write
+            write_iv = write_iv if write_iv is not None else before[1]
+            write_usage = write_usage if write_usage is not None else before[2]
+        _batch[node.pk] = (now, write_iv, write_usage)
+        _state["intake"] = now
+    _start_flusher()
+    return reply(node, interval)
+
+
+# --- the batch -------------------------------------------------------------------------------------------
+def _start_flusher() -> None:
+    thread = _state["thread"]
+    if thread is not None and thread.is_alive():
+        return
+    with _lock:
+        thread = _state["thread"]
+        if thread is not None and thread.is_alive():
+            return
+        thread = threading.Thread(target=_flush_forever, name="node-beat-batch", daemon=True)
+        _state["thread"] = thread
+    thread.start()
+
+
+def _flush_forever() -> None:
+    while True:
+        time.sleep(BATCH_EVERY)
+        try:
+            flush_batch()
+        except Exception:  # noqa: BLE001 - the batch thread must outlive any one failure
+            log.exception("heartbeat batch failed")
+        finally:
+            if connection.connection is not None:
+                connection.close()  # a failed batch wrote to the database: hold no connection between batches
+
+
+def flush_batch() -> int:
+    """Write the batched heartbeats to Redis in one pipeline (and renew this process's registration when
+    due). Redis down: their last-seen times go to the node rows instead, and the quick path stops."""
+    from nodes import liveness
+
+    if liveness.registration_due():
+        liveness.register_web()
+    with _lock:
+        batch = dict(_batch)
+        _batch.clear()
+    if not batch:
+        return 0
+    try:
+        pipe = livestore.client().pipeline(transaction=False)
+        livestore.queue_batch(pipe, batch)
+        pipe.execute()
+    except RedisError:
+        log.warning("heartbeat batch: Redis did not answer; %d last-seen times go to the node rows", len(batch))
+        with _lock:
+            _state["fail_until"] = time.monotonic() + FAIL_HOLD
+        liveness.forget_all()
+        _local.clear()
+        liveness.write_last_seen([(node_id, seen) for node_id, (seen, _, _) in batch.items()])
+    return len(batch)
+
+
+def reset() -> None:
+    """Tests: forget everything this process learnt."""
+    with _lock:
+        _state.update(loop=None, fail_until=0.0, intake=0.0)
+        _state["seq"] += 1
+        _state["reset_seq"] = _state["seq"]
+        _inval_at.clear()
+        _local.clear()
+        _batch.clear()

@@ -1,0 +1,134 @@
+"""The quick heartbeat (quickbeat.py): a known node reporting nothing new is answered from memory with no round
+trip, its Redis writes land in the next batch, and anything the cache cannot vouch for takes the verifying path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from django.utils import timezone
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from nodeagent import protocol
+from nodes import channel, liveness, livestore, quickbeat, services
+from nodes.models import Node
+from nodes.node_api.views import _parser
+from tests.nodes.conftest import resources
+
+pytestmark = pytest.mark.django_db
+
+LOOP = object()  # stands for the event loop whose subscription vouches for the cache
+
+
+def _body(**res) -> bytes:
+    return json.dumps({"agent_version": "t", "resources": resources(**res), "running": []}).encode()
+
+
+def _beat(cred: str, body: bytes | None = None, loop=LOOP):
+    body = body or _body()
+    return quickbeat.heartbeat(raw=cred, body=body, parse=_parser(body), loop=loop)
+
+
+def _down(*args, **kwargs):
+    raise RedisConnectionError("Redis is down")
+
+
+@pytest.fixture
+def quick(platform_node, heartbeat):
+    """An approved node cached by this process while the invalidation subscription holds."""
+    node, cred = platform_node
+    services.node_approve(node=node)
+    quickbeat.subscribed(LOOP)
+    assert heartbeat(cred).status_code == 200  # the verifying path caches the row and runs the hooks
+    return node, cred
+
+
+def test_a_known_node_reporting_nothing_new_is_answered_from_memory(quick, monkeypatch, django_assert_num_queries):
+    node, cred = quick
+    before = time.time()
+    with monkeypatch.context() as m, django_assert_num_queries(0):
+        m.setattr(livestore, "client", _down)  # no Redis either
+        reply = _beat(cred)
+    assert reply is not None
+    expected = protocol.HeartbeatReply(approval="approved", heartbeat_interval=reply["heartbeat_interval"])
+    assert reply == expected.model_dump(mode="json")
+    assert livestore.seen_many([node.pk]).get(node.pk, 0) < before  # not written yet: it waits for the batch
+    assert quickbeat.flush_batch() == 1
+    assert livestore.seen_many([node.pk])[node.pk] >= before
+    assert livestore.intervals_many([node.pk])[node.pk] == pytest.approx(reply["heartbeat_interval"], rel=0.3)
+
+
+def test_what_the_cache_cannot_vouch_for_takes_the_verifying_path(quick, settings):
+    node, cred = quick
+    assert _beat(cred) is not None
+    assert _beat(cred, loop=object()) is None  # no subscription on this loop
+    assert _beat(cred, _body(cpu_milli=16000)) is None  # a changed report: the row must be written
+    assert _beat("enode_" + "x" * 40) is None  # not a node this process knows
+    quickbeat._local[node.pk].hooks_at = time.time() - settings.EULER_NODE_HOOKS_EVERY - 1
+    assert _beat(cred) is None  # the hooks are due
+    quickbeat.hooks_ran(node.pk, quickbeat._local[node.pk].rfp, time.time())
+    assert _beat(cred) is not None
+    quickbeat._state["intake"] = time.time() - settings.EULER_NODE_OFFLINE_AFTER
+    assert _beat(cred) is None  # the first heartbeat after a quiet spell looks for a control-plane gap
+
+
+def test_a_row_change_published_over_the_subscription_drops_the_cached_copy(quick, monkeypatch):
+    node, cred = quick
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(channel._listener())  # the real subscription: it clears the cache when it starts
+        assert _beat(cred, loop=loop) is None
+        liveness.heartbeat(raw=cred, parse=_parser(_body()))  # cached again
+        assert _beat(cred, loop=loop) is not None
+        dropped = asyncio.Event()
+        real = quickbeat.invalidate
+
+        def invalidate(ids):
+            real(ids)
+            if node.pk in ids:
+                dropped.set()
+
+        monkeypatch.setattr(quickbeat, "invalidate", invalidate)
+        services.node_drain(node=Node.objects.get(pk=node.pk))
+        loop.run_until_complete(asyncio.wait_for(dropped.wait(), timeout=10))
+        assert _beat(cred, loop=loop) is None
+        reply = liveness.heartbeat(raw=cred, parse=_parser(_body()))
+        assert reply.draining is True
+    finally:
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+        loop.run_until_complete(asyncio.sleep(0.05))
+        loop.close()
+
+
+def test_a_row_read_before_an_invalidation_is_not_cached_after_it(quick):
+    node, cred = quick
+    lookup = next(k for k, v in liveness._known.items() if v.node.pk == node.pk)
+    known = liveness.known(lookup)
+    liveness.forget_all()
+    taken = quickbeat.token()
+    quickbeat.invalidate([node.pk])  # the row changed between the read and the caching
+    liveness._remember(lookup, known, taken)
+    assert liveness.known(lookup) is None
+    liveness._remember(lookup, known, quickbeat.token())
+    assert liveness.known(lookup) is not None
+
+
+def test_an_invalidation_names_nodes_and_skips_the_writer_s_own():
+    assert livestore.parse_invalidation("|1,2,x,3") == [1, 2, 3]
+    assert livestore.parse_invalidation(b"other|4") == [4]
+    assert livestore.parse_invalidation(f"{livestore.PROCESS_ID}|5") == []
+
+
+def test_a_batch_that_cannot_reach_redis_lands_in_the_node_rows_and_stops_the_quick_path(quick, monkeypatch):
+    node, cred = quick
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now() - timezone.timedelta(minutes=5))
+    assert _beat(cred) is not None
+    monkeypatch.setattr(livestore, "client", _down)
+    assert quickbeat.flush_batch() == 1
+    node.refresh_from_db()
+    assert (timezone.now() - node.last_heartbeat_at).total_seconds() < 30
+    assert _beat(cred) is None  # off for a while, and the cache is gone: heartbeats write the row
+    assert liveness._known == {}
