@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from bench.httpraw import read_response  # noqa: E402
+
 PREFIX = "bench-"
 
 
@@ -90,26 +92,15 @@ class Conn:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         self.writer.write(raw)
-        status_line = await self.reader.readline()
-        if not status_line:
+        try:
+            status, _, close = await read_response(self.reader)
+        except ConnectionError:
             self.writer = None
-            raise ConnectionError("closed")
-        length, close = 0, False
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b""):
-                break
-            name, _, value = line.decode("latin-1").partition(":")
-            if name.lower() == "content-length":
-                length = int(value)
-            elif name.lower() == "connection" and "close" in value.lower():
-                close = True
-        if length:
-            await self.reader.readexactly(length)
+            raise
         if close:
             self.writer.close()
             self.writer = None
-        return int(status_line.split()[1])
+        return status
 
 
 async def open_loop(url: str, creds: list[str], interval: float, duration: float, conns: int) -> dict:

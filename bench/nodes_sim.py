@@ -41,6 +41,8 @@ from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from bench.httpraw import read_response  # noqa: E402
+
 API = "/node-api/v1/"
 
 
@@ -71,26 +73,13 @@ class Conn:
             head += f"{name}: {value}\r\n"
         try:
             self.writer.write(head.encode() + b"\r\n" + data)
-            status_line = await self.reader.readline()
-            if not status_line:
-                raise ConnectionError("closed")
-            length, close = 0, False
-            while True:
-                line = await self.reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                name, _, value = line.decode("latin-1").partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-                elif name.lower() == "connection" and "close" in value.lower():
-                    close = True
-            payload = await self.reader.readexactly(length) if length else b""
+            status, payload, close = await read_response(self.reader)
         except BaseException:
             self.close()
             raise
         if close:
             self.close()
-        return int(status_line.split()[1]), payload
+        return status, payload
 
     def close(self) -> None:
         if self.writer is not None:
