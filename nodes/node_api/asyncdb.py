@@ -20,14 +20,24 @@ from django.db import connections
 from django.http import HttpResponse
 from django.template.response import SimpleTemplateResponse
 
-_pool: ThreadPoolExecutor | None = None
+_pools: dict[str, ThreadPoolExecutor] = {}
+
+
+def _named_pool(name: str, size: int) -> ThreadPoolExecutor:
+    executor = _pools.get(name)
+    if executor is None:
+        executor = _pools.setdefault(name, ThreadPoolExecutor(max_workers=size, thread_name_prefix=name))
+    return executor
 
 
 def pool() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=settings.EULER_NODE_DB_THREADS, thread_name_prefix="node-db")
-    return _pool
+    """Reports, logs, polls: the node API's database threads."""
+    return _named_pool("node-db", settings.EULER_NODE_DB_THREADS)
+
+
+def beat_pool() -> ThreadPoolExecutor:
+    """The heartbeat's own threads: liveness must not queue behind reports and polls waiting on the database."""
+    return _named_pool("node-beat", settings.EULER_NODE_BEAT_THREADS)
 
 
 def _in_pool(fn, *args):
@@ -42,11 +52,12 @@ def _in_pool(fn, *args):
     return fn(*args)
 
 
-async def run_db(request, fn, *args):
+async def run_db(request, fn, *args, executor=pool):
+    """`fn` off the event loop on `executor()`'s threads (in Django's sync thread under WSGI)."""
     if isinstance(request, WSGIRequest):
         return await sync_to_async(fn)(*args)
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(pool(), functools.partial(_in_pool, fn, *args))
+    return await loop.run_in_executor(executor(), functools.partial(_in_pool, fn, *args))
 
 
 async def run_view(request, fn, *args):
@@ -57,23 +68,9 @@ async def run_view(request, fn, *args):
     return await sync_to_async(functools.partial(_in_pool, fn, *args), thread_sensitive=False, executor=pool())()
 
 
-_beat_pool: ThreadPoolExecutor | None = None
-
-
-def beat_pool() -> ThreadPoolExecutor:
-    global _beat_pool
-    if _beat_pool is None:
-        _beat_pool = ThreadPoolExecutor(max_workers=settings.EULER_NODE_BEAT_THREADS, thread_name_prefix="node-beat")
-    return _beat_pool
-
-
 async def run_light(request, fn, *args):
-    """The heartbeat's hop off the event loop: threads of their own (liveness must not queue behind reports
-    and polls waiting on the database), without SyncToAsync's bookkeeping."""
-    if isinstance(request, WSGIRequest):
-        return await sync_to_async(fn)(*args)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(beat_pool(), functools.partial(_in_pool, fn, *args))
+    """The heartbeat's hop off the event loop: on its own threads, without SyncToAsync's bookkeeping."""
+    return await run_db(request, fn, *args, executor=beat_pool)
 
 
 def pooled_view(view):
