@@ -119,3 +119,25 @@ def test_approvenode_of_an_unknown_node_is_a_clear_error():
 def test_the_admin_changelist_renders(client, make_user, nodes):
     client.force_login(make_user("root", staff=True))
     assert client.get("/admin/nodes/node/").status_code == 200
+
+
+def test_the_admin_list_heads_its_columns_and_shows_live_times_read_once_per_page(client, make_user, monkeypatch):
+    from datetime import UTC, datetime
+
+    from nodes import livestore
+
+    nodes = [Node.objects.create(name=f"live{i}", trust="community") for i in range(3)]
+    live = datetime(2026, 11, 30, 12, 34, 56, tzinfo=UTC)
+    reads = []
+
+    def seen_many(ids):
+        reads.append(sorted(ids))
+        return {n.pk: live.timestamp() for n in nodes}
+
+    monkeypatch.setattr(livestore, "seen_many", seen_many)
+    client.force_login(make_user("root", staff=True))
+    page = client.get("/admin/nodes/node/").content.decode()
+    assert "column-last_seen" in page and "column-gpu_summary" in page
+    assert ">GPUs<" in page and ">Last seen<" in page
+    assert reads == [sorted(n.pk for n in nodes)]  # one read for the whole page
+    assert page.count('field-last_seen nowrap">Nov. 30, 2026, 12:34 p.m.<') == 3  # the live time, not the row's
