@@ -209,7 +209,12 @@ class Egress:
     def verify(self) -> bool:
         """Network and rules still in place (`docker network prune`, a firewall reload or `iptables -F` may have
         removed them)? Put back if not, which also clears an earlier failure. True when they are in place."""
-        if self.policy.egress != EGRESS_PUBLIC or self.network_name is None:
+        if self.policy.egress == EGRESS_NONE:
+            return True
+        if self.network_name is None:  # the network could not be made at start: the whole set-up again
+            self.setup()
+            return not self.error
+        if self.policy.egress != EGRESS_PUBLIC:
             return True
         parent = self._v6_forward_parent()
         steps = plan(self.policy, self.names, dns=self.dns(), v6_forward_parent=parent)
@@ -279,6 +284,7 @@ class Egress:
         self.network_name = self.names.network
         if self.policy.egress == EGRESS_UNRESTRICTED:
             self._remove_rules()
+            self.error = ""
             log.warning("job egress: unrestricted (EULER_NODE_JOB_EGRESS); jobs reach the host and its networks")
             return
         try:

@@ -354,3 +354,24 @@ def test_a_later_check_installs_rules_that_failed_at_start_and_networked_jobs_ru
     state["broken"] = False
     assert egress.verify() is True
     assert egress.error == "" and egress.refuse_reason() is None
+
+
+def test_a_later_check_makes_the_job_network_that_could_not_be_made_at_start():
+    class EngineBusy(FakeNetworks):
+        broken = True
+
+        def create(self, name, **kw):
+            if self.broken:
+                raise RuntimeError("the engine is restarting")
+            super().create(name, **kw)
+
+    docker = FakeDocker()
+    docker.networks = EngineBusy()
+    answer = lambda argv: subprocess.CompletedProcess(argv, 1 if argv[2] in ("-S", "-C") else 0, "", "")  # noqa: E731
+    egress = Egress(policy=NetworkPolicy(), names=NAMES, docker_client=docker, run=answer)
+    egress.setup()
+    assert egress.network_name is None and "could not create the job network" in egress.refuse_reason()
+    docker.networks.broken = False
+    assert egress.verify() is True
+    assert docker.networks.created == [NAMES.network]
+    assert egress.network_name == NAMES.network and egress.refuse_reason() is None
