@@ -293,6 +293,7 @@ class AttemptRun:
                         seen = runner.inspect(cid)
                         if seen is None or seen.finished or seen.removing:
                             break
+                        broken = False  # it runs on (a passing error, or live-restore): its own exit will come
             state = None
             while not self.ex.closing.is_set():
                 try:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from nodeagent.attempt_run import VANISHED, classify_exit
-from nodeagent.docker_runner import ContainerState
+import logging
+import threading
+from types import SimpleNamespace
+
+from nodeagent.attempt_run import VANISHED, AttemptRun, classify_exit
+from nodeagent.docker_runner import ContainerState, RunnerUnavailable
 
 
 def state(status: str, exit_code: int | None = 0, oom: bool = False) -> ContainerState:
@@ -11,7 +15,7 @@ def state(status: str, exit_code: int | None = 0, oom: bool = False) -> Containe
 
 
 def test_the_exit_code_is_the_one_the_engines_wait_returned():
-    assert classify_exit(code=3, state=state("exited", 3), engine_restarted=False).code == 3
+    assert classify_exit(code=3, state=state("exited", 9), engine_restarted=False).code == 3  # the wait's, not a read
     assert classify_exit(code=None, state=state("exited", 4), engine_restarted=False).code == 4
 
 
@@ -28,3 +32,27 @@ def test_a_container_removed_or_being_removed_from_outside_vanished_with_no_exit
 def test_an_engine_restart_under_the_container_is_not_the_jobs_failure():
     end = classify_exit(code=None, state=state("exited", 143), engine_restarted=True)
     assert end.vanished and end.code is None and "restarted" in end.message
+
+
+class PassingHiccup:
+    """The engine's wait fails once (a socket error), the container runs on, then exits 7."""
+
+    def __init__(self):
+        self.waits = 0
+
+    def wait(self, cid):
+        self.waits += 1
+        if self.waits == 1:
+            raise RunnerUnavailable("connection reset")
+        return 7
+
+    def inspect(self, cid):
+        return state("running", None) if self.waits == 1 else state("exited", 7)
+
+
+def test_a_passing_engine_error_while_the_container_runs_on_keeps_its_real_exit():
+    run = object.__new__(AttemptRun)
+    run.ex = SimpleNamespace(runner=PassingHiccup(), closing=threading.Event(), log=logging.getLogger("t"))
+    run.attempt_id, run._exited, run.shipper = 1, threading.Event(), SimpleNamespace(wakeup=threading.Event())
+    run._wait_exit("c")
+    assert (run._exit.code, run._exit.vanished) == (7, False)
