@@ -267,7 +267,6 @@ class DiskGuard:
         self.exceeded = exceeded
         self.interval = interval
         self.used = 0
-        self.crossed_at: float | None = None  # monotonic time of the measurement that found it past the limit
         self._slow_logged = False
         self.volumes: set[str] = set()  # names of the container's volumes, seen by a measurement
         self._stop = threading.Event()
@@ -310,7 +309,6 @@ class DiskGuard:
                 if over_limit(used, self.limit):
                     message = limit_message(used, self.limit)
             if message:
-                self.crossed_at = time.monotonic()
                 # The reason first: the run must not see the container die before it knows why.
                 self.exceeded(message)
                 try:

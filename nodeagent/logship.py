@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import json
+import logging
 import os
 import threading
 import time
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from nodeagent import protocol
 
+log = logging.getLogger("euler.nodeagent.executor")
 CHUNK_BYTES = protocol.MAX_LOG_CHUNK_BYTES
 FLUSH_SECONDS = 0.2
 BATCH_CHUNKS = protocol.MAX_LOG_BATCH_CHUNKS
@@ -201,7 +203,6 @@ class LogShipper:
         self._backoff = 0.0
         self.stale = False
         self.capped = False  # the server's cap is reached: nothing more is read or shipped
-        self.refused_unrecorded = 0  # bytes whose gap notice was itself refused (logged; should never happen)
         self.wakeup = threading.Event()  # set when output arrives, so the shipping loop need not poll
         self.acked_seq, self.acked_end, self.capped, ack = self._load_ack()
         self._load_spool()
@@ -423,8 +424,15 @@ class LogShipper:
                 if "gap" not in batch[0]:
                     self._make_gap(f"{exc.status} {exc.code}")
                     continue
-                # Even the gap notice was refused: nothing more can be recorded on the server.
-                self.refused_unrecorded += batch[0]["end"] - batch[0]["offset"]
+                # Even the gap notice was refused: nothing more can be recorded on the server; the agent's log says it.
+                log.warning(
+                    "attempt %s: the server refused even the notice of a gap (%s %s): output %s-%s is not recorded",
+                    self.attempt_id,
+                    exc.status,
+                    exc.code,
+                    batch[0]["offset"],
+                    batch[0]["end"],
+                )
             self._backoff = 0.0
             self._acknowledge(batch, capped=bool(isinstance(reply, dict) and reply.get("capped")))
             if self.capped:

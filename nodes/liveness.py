@@ -238,7 +238,7 @@ def fast_heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]):
     quickbeat.noted_intake(now)
     last_run = livestore.as_float(state.get("hk"))
     quickbeat.hooks_ran(node.pk, state.get("rfp"), last_run)
-    due = policy.hooks_due(full_path=False, running_changed=state.get("rfp") != rfp, last_run=last_run, now=now,
+    due = policy.hooks_due(running_changed=state.get("rfp") != rfp, last_run=last_run, now=now,
                            every=settings.EULER_NODE_HOOKS_EVERY)  # fmt: skip
     if due:
         return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval)

@@ -150,10 +150,6 @@ def bump(*node_ids: int) -> None:
     pipe.execute()
 
 
-def set_fingerprint(node_id: int, fp: str) -> None:
-    client().hset(node_key(node_id), "fp", fp)
-
-
 def seen_many(node_ids: list[int]) -> dict[int, float]:
     """Last-seen Unix times from Redis (nodes it does not know are left out)."""
     if not node_ids:

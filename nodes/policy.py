@@ -127,10 +127,10 @@ def running_fingerprint(attempt_states: list[tuple[int, str]]) -> str:
     return hashlib.sha256(json.dumps(sorted(attempt_states)).encode()).hexdigest()[:16]
 
 
-def hooks_due(*, full_path: bool, running_changed: bool, last_run: float | None, now: float, every: float) -> bool:
-    """Whether a heartbeat runs the other apps' hooks (database reads): on the full path, when the listed
-    attempts changed, when the last run asked to look again (`last_run` 0), and at least every `every` s."""
-    return full_path or running_changed or not last_run or now - last_run >= every
+def hooks_due(*, running_changed: bool, last_run: float | None, now: float, every: float) -> bool:
+    """Whether a heartbeat runs the other apps' hooks (database reads): when the listed attempts changed,
+    when the last run asked to look again (`last_run` 0), and at least every `every` s."""
+    return running_changed or not last_run or now - last_run >= every
 
 
 def validate_labels(labels) -> str | None:

@@ -189,7 +189,7 @@ def heartbeat(*, raw: str | None, body: bytes, parse, loop) -> dict | None:
         local.usage = usage_json(liveness.usage(hb))
     if local.fp != known.fp:
         return None
-    if policy.hooks_due(full_path=False, running_changed=local.hooks_rfp != local.rfp, last_run=local.hooks_at,
+    if policy.hooks_due(running_changed=local.hooks_rfp != local.rfp, last_run=local.hooks_at,
                         now=now, every=settings.EULER_NODE_HOOKS_EVERY):  # fmt: skip
         return None
     interval = liveness.interval_now()

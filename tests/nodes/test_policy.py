@@ -59,10 +59,9 @@ def test_the_change_fingerprint_ignores_live_gpu_figures_and_the_time_but_not_ca
 
 
 def test_hooks_run_when_the_work_changed_or_asked_again_or_now_and_then():
-    due = {"full_path": False, "running_changed": False, "last_run": 100.0, "now": 110.0, "every": 30}
+    due = {"running_changed": False, "last_run": 100.0, "now": 110.0, "every": 30}
     assert not hooks_due(**due)
     assert hooks_due(**{**due, "running_changed": True})
-    assert hooks_due(**{**due, "full_path": True})
     assert hooks_due(**{**due, "last_run": 0.0})
     assert hooks_due(**{**due, "now": 131.0})
 
