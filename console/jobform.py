@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from console.forms import key_values
 
 MIB = 1024 * 1024
-INT_FIELDS = ("gpu_count", "timeout_seconds", "max_retries")
+INT_FIELDS = ("gpu_count", "timeout_seconds", "max_retries", "priority")
 
 
 def _int_or_raw(text: str):
@@ -49,8 +49,6 @@ def payload_from_form(post) -> tuple[dict, dict[str, str]]:
     for field in INT_FIELDS:
         if post.get(field, "").strip():
             payload[field] = _int_or_raw(post[field])
-    if post.get("priority", "").strip():
-        payload["priority"] = _int_or_raw(post["priority"])
     for field in ("region", "pool", "min_trust"):
         if post.get(field, "").strip():
             payload[field] = post[field].strip()

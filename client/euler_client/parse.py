@@ -10,6 +10,8 @@ import os
 import re
 from decimal import Decimal, InvalidOperation
 
+from euler_client.errors import EXIT_NO_EXIT_CODE
+
 
 class ParseError(ValueError):
     """A value that cannot be read; the message says what was expected."""
@@ -153,7 +155,7 @@ def job_body(*, file_body: dict | None = None, image: str | None = None, command
 
 
 def exit_status(job: dict) -> tuple[int, str]:
-    """How `euler run`/`wait` exit for an ended job: its exit code, or 125 and the reason it has none."""
+    """How `euler run`/`wait` exit for an ended job: its exit code, or EXIT_NO_EXIT_CODE (125) and why it has none."""
     state, reason, code = job.get("state"), job.get("reason") or "", job.get("exit_code")
     if state == "succeeded":
         return (code or 0), ""
@@ -162,4 +164,4 @@ def exit_status(job: dict) -> tuple[int, str]:
     why = reason or state or "unknown"
     attempts = job.get("attempts") or [{}]
     detail = " ".join(str(attempts[-1].get("message") or "").split())
-    return 125, f"job {job.get('id')} {state}: {why}" + (f" ({detail})" if detail else "")
+    return EXIT_NO_EXIT_CODE, f"job {job.get('id')} {state}: {why}" + (f" ({detail})" if detail else "")

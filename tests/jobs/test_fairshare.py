@@ -166,8 +166,9 @@ def test_a_reserved_node_tells_later_jobs_why_and_still_takes_what_does_not_dela
 def test_a_project_over_its_fair_share_does_not_reserve():
     limits = {1: ProjectLimit(held=(4000.0, 4 * GIB, 0.0)), 2: ProjectLimit()}
     full = node(1, used_cpu_milli=4000, used_memory_bytes=4 * GIB)
-    plan = policy.place([job(1, 1, queued_at=0.0), job(2, 2, queued_at=900.0)], [full], now=1000.0, projects=limits)
-    assert plan.reservations == {}
+    jobs = [job(1, 1, queued_at=0.0), job(2, 2, queued_at=900.0)]  # A waited 1,000 s, past reserve_after; B 100 s
+    plan = policy.place(jobs, [full], now=1000.0, projects=limits, reserve_after=300)
+    assert plan.reservations == {}  # A, holding all of its share, does not reserve even though it waited long
     plan = policy.place(
         [job(1, 1, queued_at=0.0), job(2, 2, queued_at=0.0)], [full], now=1000.0, projects=limits, reserve_after=300
     )
