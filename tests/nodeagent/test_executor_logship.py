@@ -282,12 +282,13 @@ def test_a_reopened_stream_takes_only_what_is_new_and_starts_a_little_before_the
     from nodeagent.logship import LogCursor
 
     cursor = LogCursor()
-    first = [(1, b"a" * 10), (1, b"b" * 5 + b"\n"), (2, b"c" * 7 + b"\n")]  # a long line's two partial entries
+    t = 1_764_500_000_000_000_000  # engine timestamps are ns since the epoch
+    first = [(t + 1, b"a" * 10), (t + 1, b"b" * 5 + b"\n"), (t + 2, b"c" * 7 + b"\n")]  # a long line's two partials
     assert b"".join(cursor.take(ts, d, "stdout") for ts, d in first) == b"a" * 10 + b"b" * 5 + b"\n" + b"c" * 7 + b"\n"
-    assert cursor.since == 2 - LogCursor.REOPEN_MARGIN_NS or cursor.since == 0
-    cursor.reopen()  # the engine resends from a little before timestamp 2
-    again = [(1, b"a" * 10), (1, b"b" * 5 + b"\n"), (2, b"c" * 7 + b"\n"), (3, b"d\n"), (3, b"e\n")]
-    assert b"".join(cursor.take(ts, d, "stdout") for ts, d in again) == b"d\n"  # e: a second whole line at 3
+    assert cursor.since == t + 2 - LogCursor.REOPEN_MARGIN_NS
+    cursor.reopen()  # the engine resends from a little before the last frame
+    again = [(t + 1, b"a" * 10), (t + 1, b"b" * 5 + b"\n"), (t + 2, b"c" * 7 + b"\n"), (t + 3, b"d\n"), (t + 3, b"e\n")]
+    assert b"".join(cursor.take(ts, d, "stdout") for ts, d in again) == b"d\n"  # e: a second whole line at t+3
     assert cursor.take(None, b"unstamped") == b"unstamped"
     assert not cursor.rotated_away
 
