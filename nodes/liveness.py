@@ -140,19 +140,11 @@ def next_interval() -> float:
 # --- what a heartbeat reports ----------------------------------------------------------------------
 def _heartbeat_fields(hb: protocol.Heartbeat, now) -> dict:
     """The node row's fields a heartbeat writes; the change fingerprint is computed over the same dict."""
-    res = hb.resources
     return {
         "last_heartbeat_at": now,
         "online": True,
-        "cpu_milli": res.cpu_milli,
-        "memory_bytes": res.memory_bytes,
-        "gpus": [g.model_dump() for g in res.gpus],
-        "docker_version": res.docker_version,
         "agent_version": hb.agent_version,
-        "disk_bytes": res.disk_bytes,
-        "capped": list(res.capped),
-        "job_egress": res.job_egress,
-        "job_egress_error": res.job_egress_error,
+        **policy.resource_fields(hb.resources),
     }
 
 
@@ -273,11 +265,7 @@ def _write_through(raw: str, lookup: str, known: Known, hb: protocol.Heartbeat, 
     changed it matches nothing and the full path runs (it needs Redis for the rate limit: 5xx until it is back)."""
     node = copy.copy(known.node)
     fields = _heartbeat_fields(hb, timezone.now())
-    gpus_moved = (
-        node.approval == Approval.APPROVED
-        and node.gpu_fingerprint
-        and policy.gpu_fingerprint(fields["gpus"]) != node.gpu_fingerprint
-    )
+    gpus_moved = policy.gpus_moved(node, fields["gpus"])
     updated = 0
     if not gpus_moved:
         updated = Node.objects.filter(
@@ -374,16 +362,12 @@ def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = Fa
     now = timezone.now()
     fields = _heartbeat_fields(hb, now)
     fp = policy.change_fingerprint(fields)
-    gpus_moved = (
-        node.approval == Approval.APPROVED
-        and node.gpu_fingerprint
-        and policy.gpu_fingerprint(fields["gpus"]) != node.gpu_fingerprint
-    )
+    gpus_moved = policy.gpus_moved(node, fields["gpus"])
     came_back = not node.online
     changed = fp != _row_fingerprint(node, fields)
     if gpus_moved or came_back:
         with transaction.atomic():
-            _transition(node, fields, gpus_moved=bool(gpus_moved), came_back=came_back)
+            _transition(node, fields, gpus_moved=gpus_moved, came_back=came_back)
     elif changed or force_write:
         updated = Node.objects.filter(pk=node.pk).exclude(approval=Approval.REJECTED).update(**fields)
         if updated == 1 and changed:

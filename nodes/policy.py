@@ -108,6 +108,26 @@ def total_budget(members: list[str], *, own: float) -> float:
     return sum(budgets.values()) or own
 
 
+def resource_fields(res) -> dict:
+    """The node row's fields an agent's resources report (`protocol.Resources`) sets, at enrollment and on
+    each heartbeat."""
+    return {
+        "cpu_milli": res.cpu_milli,
+        "memory_bytes": res.memory_bytes,
+        "gpus": [g.model_dump() for g in res.gpus],
+        "docker_version": res.docker_version,
+        "disk_bytes": res.disk_bytes,
+        "capped": list(res.capped),
+        "job_egress": res.job_egress,
+        "job_egress_error": res.job_egress_error,
+    }
+
+
+def gpus_moved(node, gpus: list[dict]) -> bool:
+    """An approved node whose reported GPU set is not the one approved (pinned): it goes back to pending."""
+    return bool(node.approval == "approved" and node.gpu_fingerprint and gpu_fingerprint(gpus) != node.gpu_fingerprint)
+
+
 def change_fingerprint(fields: dict) -> str:
     """What the node row holds of a heartbeat, as one digest: a heartbeat whose digest is unchanged writes no
     row. Computed over the very fields the database write uses, so a field added there folds in; live GPU

@@ -101,19 +101,6 @@ def enrollment_token_delete(*, token_id: int, project=None, staff: bool = False)
 
 
 # --- enroll ----------------------------------------------------------------------------------
-def _resources_fields(res: protocol.Resources) -> dict:
-    return {
-        "cpu_milli": res.cpu_milli,
-        "memory_bytes": res.memory_bytes,
-        "gpus": [g.model_dump() for g in res.gpus],
-        "docker_version": res.docker_version,
-        "disk_bytes": res.disk_bytes,
-        "capped": list(res.capped),
-        "job_egress": res.job_egress,
-        "job_egress_error": res.job_egress_error,
-    }
-
-
 def _new_credential(node: Node) -> str:
     new = tokens.make(CREDENTIAL_PREFIX)
     node.credential_lookup = new.lookup
@@ -143,7 +130,7 @@ def node_enroll(*, req: protocol.EnrollRequest, hostname_hint: str = "") -> tupl
         agent_version=req.agent_version,
         owner_project=token.project,
         trust=token.trust,
-        **_resources_fields(req.resources),
+        **policy.resource_fields(req.resources),
     )
     secret = _new_credential(node)
     try:
