@@ -267,13 +267,18 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
         rows["nodes"], rows["stored"] = node_rows()
     nodes, stored = with_usage(rows["nodes"]), rows["stored"]
     limits = project_limits({job.project_id for job in jobs}, now=now)
+    snapshots = {job.pk: job_snapshot(job) for job in jobs}
+    held = rows.setdefault("held", {})  # node id -> job: reservations of earlier batches stand in later ones
     plan = policy.place(
-        [job_snapshot(job) for job in jobs],
+        snapshots.values(),
         nodes,
         now=now.timestamp(),
         projects=limits,
         reserve_after=settings.EULER_SCHEDULER_RESERVE_AFTER,
+        held=held,
     )
+    placed = {p.job_id for p in plan.placements}
+    held.update({node_id: snapshots[job_id] for job_id, node_id in plan.reservations.items() if job_id not in placed})
 
     by_id = {job.pk: job for job in jobs}
     names = {node.id: node.name for node in nodes}

@@ -467,10 +467,12 @@ def place(
     now: float,
     projects: Mapping[int, ProjectLimit] | None = None,
     reserve_after: float | None = None,
+    held: Mapping[int, JobSnapshot] | None = None,
 ) -> Plan:
     """Placements for queued jobs in weighted fair-share order (priority, then FIFO, within a project);
-    `reserve_after` (seconds; None: no reservations) lets starved jobs reserve nodes. The same inputs in any
-    order give the same plan."""
+    `reserve_after` (seconds; None: no reservations) lets starved jobs reserve nodes. `held`: node id -> the
+    job an earlier batch of the same pass reserved it for (not among `jobs`); those reservations stand here too.
+    The same inputs in any order give the same plan."""
     projects = projects or {}
     jobs = sorted(jobs, key=lambda j: (j.project_id, -j.priority, j.queued_at, j.id))  # projects' own order
     state = _State(sorted(nodes, key=lambda n: n.id), _Relevant(jobs))
@@ -480,6 +482,11 @@ def place(
     shared, own = fairshare.pool_capacity(state.nodes)
     fair = {pid: _Fair(pid, projects.get(pid), fairshare.capacity_for(pid, shared, own)) for pid in queues}
     entitled = fairshare.entitlements({pid: f.weight for pid, f in fair.items()})
+    if held:
+        index = {node.id: i for i, node in enumerate(state.nodes)}
+        for node_id, job in held.items():
+            if node_id in index:
+                state.reserved[index[node_id]] = _Reservation(job)
     reservations: dict[int, int] = {}
     if reserve_after is not None:
         reservations = _reserve(state, queues, fair, entitled, projects, now=now, reserve_after=reserve_after)

@@ -90,3 +90,18 @@ def test_another_projects_nodes_are_not_in_the_capacity(api, other_project, make
     make_node(cpu_milli=4000)
     make_node(cpu_milli=8000, trust="untrusted", owner_project=other_project)
     assert api.get("/api/v1/project").json()["fair_share"]["capacity"]["cpu_milli"] == 4000
+
+
+def test_a_reservation_made_in_one_batch_holds_in_the_later_batches_of_the_pass(submit, other_api, make_node, schedule):
+    make_node(cpu_milli=2000)
+    running = submit(other_api, cpu_milli=1500)["id"]
+    schedule()
+    assert Job.objects.get(pk=running).state == "assigned"  # 500 millicores stay free
+    big = submit(cpu_milli=1000)["id"]
+    Job.objects.filter(pk=big).update(queued_at=timezone.now() - timedelta(hours=1))  # starved: it reserves
+    small = submit(other_api, cpu_milli=500)["id"]
+    cycle.one_pass(batch=1)  # the big job's batch first, then the small one's
+    assert Job.objects.get(pk=big).state == "queued"
+    small_job = Job.objects.get(pk=small)
+    assert small_job.state == "queued", "a later batch took the capacity the starved job reserved"
+    assert "reserved for an older job" in small_job.pending_reason
