@@ -41,33 +41,33 @@ def job_get(*, project, job_id) -> Job:
 
 def project_share(*, project) -> dict:
     """The project's fair share now: what its active attempts hold of the capacity it may use (the shared pool
-    plus its own nodes), on the dominant resource, and that divided by its weight (what the scheduler orders by).
+    plus its own nodes), on the dominant resource, and the share the scheduler orders by: that (blended with its
+    decayed recent usage when EULER_FAIRSHARE_HALF_LIFE is set) divided by its weight.
     """
-    from django.db.models import Q, Sum
+    from django.db.models import Q
 
     from jobs.scheduling import fairshare
-    from jobs.states import ATTEMPT_ACTIVE
+    from jobs.scheduling.cycle import project_limits
     from nodes.models import Approval, Node
 
     capacity = [0.0, 0.0, 0.0]
     usable = Node.objects.filter(approval=Approval.APPROVED, online=True, draining=False).filter(
         Q(trust="platform") | Q(trust="community", public_pool=True) | Q(owner_project=project)
-    )
+    )  # the rows fairshare.pool_capacity counts for this project, filtered in the database
     for cpu, mem, gpus in usable.values_list("cpu_milli", "memory_bytes", "gpus"):
         capacity[0] += cpu
         capacity[1] += mem
         capacity[2] += len(gpus or [])
-    row = Attempt.objects.filter(job__project=project, state__in=ATTEMPT_ACTIVE).aggregate(
-        cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"), gpus=Sum("job__gpu_count")
-    )
-    held = (float(row["cpu"] or 0), float(row["mem"] or 0), float(row["gpus"] or 0))
+    limit = project_limits({project.pk})[project.pk]  # held, weight and recent usage as the scheduler reads them
+    held = limit.held
     holds, which = fairshare.dominant(held, (capacity[0], capacity[1], capacity[2]))
+    counted = fairshare.dominant(fairshare.blended(held, limit.recent), (capacity[0], capacity[1], capacity[2]))[0]
     names = ("cpu_milli", "memory_bytes", "gpus")
-    weight = project.weight if project.weight > 0 else 1.0
+    weight = limit.weight if limit.weight > 0 else 1.0
     return {
         "weight": project.weight,
         "holds": round(holds, 4),
-        "share": round(holds / weight, 4),
+        "share": round(counted / weight, 4),
         "dominant_resource": names[which] if holds > 0 else None,
         "held": {name: int(v) for name, v in zip(names, held, strict=True)},
         "capacity": {name: int(v) for name, v in zip(names, capacity, strict=True)},

@@ -105,3 +105,14 @@ def test_a_reservation_made_in_one_batch_holds_in_the_later_batches_of_the_pass(
     small_job = Job.objects.get(pk=small)
     assert small_job.state == "queued", "a later batch took the capacity the starved job reserved"
     assert "reserved for an older job" in small_job.pending_reason
+
+
+def test_the_share_shown_counts_recent_usage_as_the_scheduler_does(api, project, make_node, settings):
+    from quotas.ledger import ledger_add
+
+    make_node(cpu_milli=4000, memory_bytes=8 * GIB)
+    assert api.get("/api/v1/project").json()["fair_share"]["share"] == 0  # nothing held, nothing used
+    ledger_add(project_id=project.pk, resource="cpu_core_seconds", amount=86400.0, day=timezone.now().date())
+    settings.EULER_FAIRSHARE_HALF_LIFE = 86400.0
+    share = api.get("/api/v1/project").json()["fair_share"]
+    assert share["holds"] == 0 and share["share"] > 0  # it holds nothing now, but it used a core today
