@@ -168,8 +168,7 @@ def project_limits(project_ids: set[int], *, now: datetime | None = None) -> dic
             max_concurrent=caps.get(pid),
             weight=weights.get(pid, 1.0),
             held=holding,
-            # The ledger has no memory: memory counts as held now, whatever the half-life.
-            recent=(past[0], holding[1], past[1]) if half_life > 0 else None,
+            recent=(past[0], 0.0, past[1]) if half_life > 0 else None,  # no memory in the ledger: see blended
         )
     return out
 

@@ -52,10 +52,11 @@ def dominant(held: Vector, capacity: Vector) -> tuple[float, int]:
 
 
 def blended(held: Vector, recent: Vector | None) -> Vector:
-    """What the share counts: the holdings now, or (with a half-life) half of them plus half of the recent average."""
+    """What the share counts: the holdings now, or (with a half-life) half of them plus half of the recent average
+    for CPU and GPUs. The ledger has no memory: memory counts as held now, whatever the half-life."""
     if recent is None:
         return held
-    return ((held[0] + recent[0]) / 2, (held[1] + recent[1]) / 2, (held[2] + recent[2]) / 2)
+    return ((held[0] + recent[0]) / 2, held[1], (held[2] + recent[2]) / 2)
 
 
 def entitlements(weights: Mapping[int, float]) -> dict[int, float]:

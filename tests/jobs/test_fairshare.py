@@ -239,3 +239,7 @@ def test_a_job_blocked_by_several_reservations_names_them():
     assert plan.pending[3] == "2 nodes reserved for jobs that have waited over 300 s (n1, n2)"
     plan = policy.place([*big, job(4, 3, cpu_milli=500, queued_at=350.0)], nodes, now=400.0, reserve_after=300)
     assert plan.pending[4] == "2 nodes reserved for older jobs (n1, n2)"
+
+
+def test_with_a_half_life_memory_counts_whole_as_held_now_and_cpu_half_and_half():
+    assert fairshare.blended((1000.0, 4 * GIB, 2.0), (3000.0, 0.0, 0.0)) == (2000.0, 4 * GIB, 1.0)
