@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 from django.conf import settings
@@ -38,25 +39,30 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
     )
 
 
-def poll_provider(node) -> tuple[list[protocol.Assignment], list[protocol.Command]]:
-    """Assigned attempts not yet handed over (or handed long ago and not started), and pending stop orders."""
+def poll_provider(node) -> channel.Work:
+    """Assigned attempts not yet handed over (or handed long ago and not started), and pending stop orders;
+    with nothing due, until when nothing will be (the earliest redelivery) unless a wake-up says otherwise."""
     now = timezone.now()
-    again = now - timedelta(seconds=settings.EULER_JOB_REDELIVER_AFTER)
+    redeliver = timedelta(seconds=settings.EULER_JOB_REDELIVER_AFTER)
+    again = now - redeliver
     assignments, commands = [], []
+    later: list = []  # handed or stop-sent recently: due again at these times
     with transaction.atomic():
-        due = (
+        assigned = (
             Attempt.objects.select_related("job")
             .defer("job__env")
             .filter(node=node, state=AttemptState.ASSIGNED, stop_reason="")
-            .filter(Q(delivered_at__isnull=True) | Q(delivered_at__lt=again))
             .order_by("pk")
         )
         handed = []
-        for attempt in due:
+        for attempt in assigned:
             if attempt.job.current_attempt_id != attempt.pk:
                 continue
             if attempt.job.has_env and node.trust != PLATFORM:
                 continue  # never: the scheduler does not place such jobs here
+            if attempt.delivered_at is not None and attempt.delivered_at >= again:
+                later.append(attempt.delivered_at)
+                continue
             assignments.append(_assignment(attempt, attempt.job, node))
             handed.append(attempt.pk)
         if handed:
@@ -64,16 +70,21 @@ def poll_provider(node) -> tuple[list[protocol.Assignment], list[protocol.Comman
         stops = (
             Attempt.objects.filter(node=node)
             .exclude(stop_reason="")
-            .filter(Q(stop_sent_at__isnull=True) | Q(stop_sent_at__lt=again, state__in=ATTEMPT_ACTIVE))
-            .values_list("pk", "stop_reason")
+            .filter(Q(stop_sent_at__isnull=True) | Q(state__in=ATTEMPT_ACTIVE))
+            .values_list("pk", "stop_reason", "stop_sent_at")
+            .order_by("pk")
         )
         sent = []
-        for attempt_id, reason in stops:
+        for attempt_id, reason, sent_at in stops:
+            if sent_at is not None and sent_at >= again:
+                later.append(sent_at)
+                continue
             commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
             sent.append(attempt_id)
         if sent:
             Attempt.objects.filter(pk__in=sent).update(stop_sent_at=now)
-    return assignments, commands
+    quiet_until = (min(later) + redeliver).timestamp() if later else math.inf
+    return channel.Work(assignments, commands, quiet_until=quiet_until)
 
 
 def heartbeat_hook(node, hb: protocol.Heartbeat) -> channel.Commands:

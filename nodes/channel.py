@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 import weakref
 from collections.abc import Callable
 
@@ -19,6 +21,24 @@ log = logging.getLogger(__name__)
 WAKE_PREFIX = "euler:node-wake:"
 
 PollProvider = Callable[..., tuple[list[protocol.Assignment], list[protocol.Command]]]
+
+QUIET_MAX = 300.0  # seconds a poll answer of "nothing" is trusted without asking the providers again
+
+
+class Work(tuple):
+    """What a provider may return instead of a plain `(assignments, commands)`: the same pair, and
+    `quiet_until` (Unix time): when it has nothing, until when it will have nothing unless something wakes the
+    node (placement, cancel, approval: they all publish a wake-up). A poll answered empty then skips the
+    providers on the node's next poll (Waiter.quiet). None: it cannot say; the providers are asked every time."""
+
+    quiet_until: float | None
+
+    def __new__(cls, assignments, commands, *, quiet_until: float | None = None):
+        work = super().__new__(cls, (assignments, commands))
+        work.quiet_until = quiet_until
+        return work
+
+
 HeartbeatHook = Callable[..., list[protocol.Command]]
 
 _poll_providers: list[PollProvider] = []
@@ -37,15 +57,20 @@ def register_heartbeat_hook(fn: HeartbeatHook) -> HeartbeatHook:
     return fn
 
 
-def poll_work(node) -> tuple[list[protocol.Assignment], list[protocol.Command]]:
-    """Everything the providers have for this node now (sync: call through sync_to_async from async code)."""
+def poll_work(node) -> Work:
+    """Everything the providers have for this node now (sync: call through sync_to_async from async code), and
+    until when they will have nothing unwoken (the earliest of theirs; None if one of them cannot say)."""
     assignments: list[protocol.Assignment] = []
     commands: list[protocol.Command] = []
+    quiet_until: float | None = math.inf
     for fn in _poll_providers:
-        a, c = fn(node)
+        found = fn(node)
+        a, c = found
         assignments.extend(a)
         commands.extend(c)
-    return assignments, commands
+        theirs = getattr(found, "quiet_until", None)
+        quiet_until = None if quiet_until is None or theirs is None else min(quiet_until, theirs)
+    return Work(assignments, commands, quiet_until=quiet_until)
 
 
 class Commands(list):
@@ -97,6 +122,7 @@ class _Listener:
 
     def __init__(self) -> None:
         self.waiters: dict[int, set[asyncio.Event]] = {}
+        self.quiet: dict[int, float] = {}  # node id -> Unix time until which its providers have nothing
         self.ready = asyncio.Event()
         self.task: asyncio.Task | None = None
 
@@ -119,7 +145,10 @@ class _Listener:
                 while True:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30)
                     if msg is not None and msg.get("type") == "message":
-                        quickbeat.invalidate(livestore.parse_invalidation(msg.get("data")))
+                        changed = livestore.parse_invalidation(msg.get("data"))
+                        for node_id in changed:
+                            self.quiet.pop(node_id, None)  # approval, trust: what the providers see moved
+                        quickbeat.invalidate(changed)
                         continue
                     if msg is None or msg.get("type") != "pmessage":
                         continue
@@ -128,6 +157,7 @@ class _Listener:
                         node_id = int(channel[len(WAKE_PREFIX) :])
                     except ValueError:
                         continue
+                    self.quiet.pop(node_id, None)
                     for event in self.waiters.get(node_id, ()):
                         event.set()
             except asyncio.CancelledError:
@@ -135,6 +165,7 @@ class _Listener:
             except Exception as exc:  # noqa: BLE001 - keep listening through Redis restarts
                 quickbeat.unsubscribed(loop)
                 self.ready.clear()
+                self.quiet.clear()  # wake-ups may be missed from now on
                 log.warning("node wake-up listener lost Redis (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(1)
             finally:
@@ -145,6 +176,7 @@ class _Listener:
                     pass
 
     def _wake_all(self) -> None:
+        self.quiet.clear()
         for events in self.waiters.values():
             for event in events:
                 event.set()
@@ -193,6 +225,30 @@ class Waiter:
             events.discard(self.event)
             if not events:
                 self.listener.waiters.pop(self.node_id, None)
+
+    def quiet(self) -> bool:
+        """The node's providers had nothing at the last ask and nothing has woken it since: no need to ask."""
+        listener = self.listener
+        if listener is None or not listener.ready.is_set() or self.event.is_set():
+            return False
+        until = listener.quiet.get(self.node_id)
+        if until is None:
+            return False
+        if time.time() >= until:
+            listener.quiet.pop(self.node_id, None)
+            return False
+        return True
+
+    def asked(self, work) -> None:
+        """The providers answered `work` (asked after this waiter was registered): remember an empty answer
+        unless a wake-up came in meanwhile (it may have been about work the answer did not see yet)."""
+        listener = self.listener
+        until = getattr(work, "quiet_until", None)
+        if listener is None or until is None or work[0] or work[1] or self.event.is_set():
+            return
+        if not listener.ready.is_set():
+            return
+        listener.quiet[self.node_id] = min(until, time.time() + QUIET_MAX)
 
     async def wait(self, timeout: float) -> bool:
         """True when woken, False on timeout; re-arms for the next wait."""

@@ -77,12 +77,46 @@ def known(lookup: str) -> Known | None:
         return _known.get(lookup)
 
 
-def forget_nodes(node_ids) -> None:
+def forget_nodes(node_ids) -> dict[int, str]:
+    """Drop these nodes' cached rows; returns the credential lookups of those that were cached."""
+    dropped = {}
     with _known_lock:
         for node_id in node_ids:
             lookup = _lookup_of.pop(node_id, None)
             if lookup is not None:
                 _known.pop(lookup, None)
+                dropped[node_id] = lookup
+    return dropped
+
+
+REFRESH_CHUNK = 1000
+
+
+def refresh(todo: dict[int, str]) -> int:
+    """Read again, in bulk, the rows of cached nodes that an invalidation dropped (node id -> credential lookup),
+    so that their next heartbeats stay on the quick path. Without this a bulk approval of N nodes costs N full
+    heartbeats (each reads its row, its generation, runs the hooks) in the minute after it. Like the full path,
+    the generation is read before the row, and a row invalidated again since `taken` is not kept."""
+    taken = quickbeat.token()
+    ids = sorted(todo)
+    kept = 0
+    for i in range(0, len(ids), REFRESH_CHUNK):
+        chunk = ids[i : i + REFRESH_CHUNK]
+        try:
+            pipe = livestore.client().pipeline(transaction=False)
+            for node_id in chunk:
+                pipe.hmget(livestore.node_key(node_id), "v", "fp")
+            found = pipe.execute()
+        except RedisError:
+            return kept  # their next heartbeats take the full path
+        rows = Node.objects.in_bulk(chunk)
+        for node_id, (gen, fp) in zip(chunk, found, strict=True):
+            node = rows.get(node_id)
+            if node is None or node.approval == Approval.REJECTED or not gen or not fp:
+                continue
+            _remember(todo[node_id], Known(node=node, gen=livestore.text(gen), fp=livestore.text(fp)), taken)
+            kept += 1
+    return kept
 
 
 def forget_all() -> None:

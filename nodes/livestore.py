@@ -44,6 +44,9 @@ def _text(value) -> str | None:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+text = _text
+
+
 def decode_hash(raw: dict) -> dict[str, str]:
     return {_text(k): _text(v) for k, v in (raw or {}).items()}
 

@@ -42,7 +42,7 @@ IV_REFRESH = 30.0  # ... or this many seconds after it was last written
 _MAX_NODES = 100_000
 
 _lock = threading.Lock()
-_state: dict = {"loop": None, "seq": 0, "reset_seq": 0, "fail_until": 0.0, "intake": 0.0, "thread": None}
+_state: dict = {"loop": None, "seq": 0, "reset_seq": 0, "fail_until": 0.0, "intake": 0.0}
 _inval_at: dict[int, int] = {}  # node id -> the invalidation sequence number that last named it
 
 
@@ -62,6 +62,9 @@ class Local:
 
 
 _local: dict[int, Local] = {}
+_refresh: dict[int, str] = {}  # node id -> credential lookup: cached rows an invalidation dropped, to read again
+_refresh_wake = threading.Event()
+REFRESH_DELAY = 0.05  # seconds the refresher waits after a wake-up, to take a burst of invalidations at once
 _batch: dict[int, tuple[float, float | None, str | None]] = {}  # node id -> (seen, interval to write, usage)
 
 
@@ -97,7 +100,36 @@ def invalidate(node_ids: list[int]) -> None:
             _state["reset_seq"] = seq
         for node_id in node_ids:
             _inval_at[node_id] = seq
-    liveness.forget_nodes(node_ids)
+    dropped = liveness.forget_nodes(node_ids)
+    if dropped and _state["loop"] is not None:  # under the subscription: read them again, in bulk
+        with _lock:
+            _refresh.update(dropped)
+        _start_thread("refresher", _refresh_forever)
+        _refresh_wake.set()
+
+
+def refresh_pending() -> int:
+    """One round of the refresher: the cached rows invalidations dropped since the last round, read again."""
+    from nodes import liveness
+
+    with _lock:
+        todo = dict(_refresh)
+        _refresh.clear()
+    return liveness.refresh(todo) if todo else 0
+
+
+def _refresh_forever() -> None:
+    while True:
+        _refresh_wake.wait()
+        _refresh_wake.clear()
+        time.sleep(REFRESH_DELAY)  # a bulk change publishes in bursts: one round for the burst
+        try:
+            refresh_pending()
+        except Exception:  # noqa: BLE001 - the refresher must outlive any one failure
+            log.exception("refreshing invalidated node rows failed")
+        finally:
+            if connection.connection is not None:
+                connection.close()
 
 
 def token() -> int:
@@ -211,17 +243,23 @@ def heartbeat(*, raw: str | None, body: bytes, parse, loop) -> dict | None:
 
 
 # --- the batch -------------------------------------------------------------------------------------------
-def _start_flusher() -> None:
-    thread = _state["thread"]
+def _start_thread(name: str, target) -> None:
+    thread = _threads.get(name)
     if thread is not None and thread.is_alive():
         return
     with _lock:
-        thread = _state["thread"]
+        thread = _threads.get(name)
         if thread is not None and thread.is_alive():
             return
-        thread = threading.Thread(target=_flush_forever, name="node-beat-batch", daemon=True)
-        _state["thread"] = thread
+        thread = _threads[name] = threading.Thread(target=target, name=f"node-{name}", daemon=True)
     thread.start()
+
+
+_threads: dict[str, threading.Thread] = {}
+
+
+def _start_flusher() -> None:
+    _start_thread("beat-batch", _flush_forever)
 
 
 def _flush_forever() -> None:
@@ -271,3 +309,4 @@ def reset() -> None:
         _inval_at.clear()
         _local.clear()
         _batch.clear()
+        _refresh.clear()

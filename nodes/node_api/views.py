@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import math
 import time
 
 import pydantic
@@ -143,19 +144,22 @@ async def heartbeat(request: HttpRequest) -> JsonResponse:
     return JsonResponse(reply)
 
 
-def _work_for(node_id: int, node: Node | None):
+def _work_for(node_id: int, node: Node | None) -> channel.Work:
     """The providers' work for the node, read fresh after a wake-up (approval may have changed)."""
     if node is None:
         node = Node.objects.filter(pk=node_id).first()
-    if node is None or node.approval != Approval.APPROVED:
-        return [], []
+    if node is None:
+        return channel.Work([], [])
+    if node.approval != Approval.APPROVED:
+        return channel.Work([], [], quiet_until=math.inf)  # until approved: approval wakes the node
     return channel.poll_work(node)
 
 
 @csrf_exempt
 async def poll(request: HttpRequest) -> JsonResponse:
     """Long-poll: answers at once when the providers have work or commands for this node, else waits for
-    a wake-up (Redis) up to `wait` seconds and asks again."""
+    a wake-up (Redis) up to `wait` seconds and asks again. A node whose previous poll found nothing, and
+    that nothing has woken since, is not asked about again: an idle poll costs no database work."""
     refused = _refuse(request)
     if refused is not None:
         return refused
@@ -172,13 +176,20 @@ async def poll(request: HttpRequest) -> JsonResponse:
         # The waiter is registered before the providers are first asked: no wake-up falls in between.
         node_id = node.pk
         async with channel.Waiter(node_id) as waiter:
-            assignments, commands = await run_db(request, _work_for, node_id, node)
+            # Nothing for it at its last poll and no wake-up since: wait without asking the providers again.
+            assignments, commands = [], []
+            if not waiter.quiet():
+                work = await run_db(request, _work_for, node_id, node)
+                waiter.asked(work)
+                assignments, commands = work
             node = None  # a held poll keeps no row, only the id
             while not (assignments or commands):
                 remaining = deadline - loop.time()
                 if remaining <= 0 or not await waiter.wait(remaining):
                     break
-                assignments, commands = await run_db(request, _work_for, node_id, None)
+                work = await run_db(request, _work_for, node_id, None)
+                waiter.asked(work)
+                assignments, commands = work
     except EulerError as exc:
         return _error(exc)
     return JsonResponse(protocol.PollReply(assignments=assignments, commands=commands).model_dump(mode="json"))

@@ -63,6 +63,33 @@ def test_a_pass_assigns_the_job_and_the_poll_hands_it_over_once(placed):
     assert node_hooks.poll_provider(node) == ([], [])  # no busy loop: handed once
 
 
+def test_the_poll_provider_says_until_when_it_has_nothing(placed, settings):
+    """An empty answer carries when it stops being true without a wake-up: the redelivery of an assignment
+    handed over and not started (or of a stop order not obeyed); no such thing pending: never."""
+    import math
+
+    job_id, attempt, node, _ = placed()
+    handed = node_hooks.poll_provider(node)
+    assert handed.quiet_until == math.inf  # it handed the attempt over: nothing else is due
+    delivered = Attempt.objects.get(pk=attempt.pk).delivered_at
+    quiet = node_hooks.poll_provider(node)
+    assert quiet == ([], [])
+    assert quiet.quiet_until == pytest.approx(
+        (delivered + timedelta(seconds=settings.EULER_JOB_REDELIVER_AFTER)).timestamp()
+    )
+    Attempt.objects.filter(pk=attempt.pk).update(
+        delivered_at=delivered - timedelta(seconds=settings.EULER_JOB_REDELIVER_AFTER + 1)
+    )
+    assert [a.attempt_id for a in node_hooks.poll_provider(node)[0]] == [attempt.pk]  # due again: handed again
+    Attempt.objects.filter(pk=attempt.pk).update(stop_reason="cancelled")
+    stop = node_hooks.poll_provider(node)
+    assert [c.attempt_id for c in stop[1]] == [attempt.pk]
+    sent = Attempt.objects.get(pk=attempt.pk).stop_sent_at
+    assert node_hooks.poll_provider(node).quiet_until == pytest.approx(
+        (sent + timedelta(seconds=settings.EULER_JOB_REDELIVER_AFTER)).timestamp()
+    )
+
+
 def test_env_never_reaches_a_community_node(submit, make_node, schedule):
     community = make_node(trust="community", public_pool=True)
     job = submit(env={"SECRET": "v"})

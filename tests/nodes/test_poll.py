@@ -1,4 +1,7 @@
+import asyncio
+import math
 import threading
+import time
 
 import pytest
 
@@ -93,3 +96,74 @@ def test_a_wake_up_answers_a_held_poll_with_the_new_work(platform_node, node_cli
     thread.join(25)
     assert not thread.is_alive(), "the wake-up did not answer the poll"
     assert [a["attempt_id"] for a in result["response"].json()["assignments"]] == [9]
+
+
+def _in_loop(coro_fn):
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro_fn())
+    finally:
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+        loop.run_until_complete(asyncio.sleep(0.05))
+        loop.close()
+
+
+async def _until(check, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, "timed out"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_empty_answer_is_trusted_until_a_wake_up_or_its_quiet_time():
+    """A poll that found nothing lets the node's next poll skip the providers (no database work for an idle
+    node), until a wake-up for that node, a reconnected subscription or the providers' own `quiet_until`."""
+    node_id = 987654
+
+    async def scenario():
+        listener = await channel._listener()
+        assert listener.ready.is_set()
+        async with channel.Waiter(node_id) as w:
+            assert not w.quiet()
+            w.asked(channel.Work([], [], quiet_until=time.time() + 60))
+        async with channel.Waiter(node_id) as w:
+            assert w.quiet()  # nothing woke it: the next poll need not ask
+        channel.wake(node_id)
+        await _until(lambda: node_id not in listener.quiet)
+        async with channel.Waiter(node_id) as w:
+            assert not w.quiet()  # woken: ask again
+            w.asked(channel.Work([_assignment()], [], quiet_until=math.inf))
+            assert not w.quiet()  # work is never remembered as nothing
+            w.asked(channel.Work([], []))
+            assert not w.quiet()  # a provider that cannot say: ask every time
+            w.asked(channel.Work([], [], quiet_until=time.time() - 1))
+            assert not w.quiet()  # its quiet time is over (a redelivery is due)
+        async with channel.Waiter(node_id) as w:
+            channel.wake(node_id)  # a wake-up while the providers were being asked: their answer may be stale
+            await _until(w.event.is_set)
+            w.asked(channel.Work([], [], quiet_until=math.inf))
+        async with channel.Waiter(node_id) as w:
+            assert not w.quiet()
+            w.asked(channel.Work([], [], quiet_until=math.inf))
+        async with channel.Waiter(node_id) as w:
+            assert w.quiet()
+            listener._wake_all()  # what a reconnected subscription does: wake-ups may have been missed
+            assert not w.quiet()
+
+    _in_loop(scenario)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approval_ends_a_pending_node_s_quiet(platform_node):
+    node, _ = platform_node
+
+    async def scenario():
+        listener = await channel._listener()
+        async with channel.Waiter(node.pk) as w:
+            w.asked(channel.Work([], [], quiet_until=math.inf))  # pending: nothing until approved
+        await asyncio.to_thread(services.node_approve, node=node)
+        await _until(lambda: node.pk not in listener.quiet)
+
+    _in_loop(scenario)
