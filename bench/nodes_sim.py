@@ -10,8 +10,8 @@ running platform on that same database). Then:
 
 1. enroll: one platform enrollment token per node (the real service), each agent enrolls over HTTP with it
    and keeps the credential it gets; the nodes are approved in bulk through `node_approve_many`;
-2. beat: every agent heartbeats at the interval the server tells it (open loop: latency from the moment a
-   beat was due), listing the attempts it "runs"; web RSS is read before and after every agent holds an
+2. beat: every agent heartbeats from its enrollment on (`--enroll-rate` paces the enrollments), at the interval
+   the server tells it (open loop: latency from the moment a beat was due), listing the attempts it "runs"; web RSS is read before and after every agent holds an
    idle long-poll (memory per held poll);
 3. hold: `--hold` seconds of heartbeats and idle long-polls (heartbeats/s, p50/p99, web CPU);
 4. jobs: `--jobs` short jobs submitted over the public API; an agent that gets an assignment reports
@@ -250,17 +250,23 @@ async def _agents_main(url: str, tokens: list[tuple[str, str]], cfg: dict, inbox
     pools = (Pool(host, port, cfg["beat_connections"]), Pool(host, port, cfg["connections"]))
     agents = [Agent(name, token, cfg, pools, stats, host, port) for name, token in tokens]
     sem = asyncio.Semaphore(cfg["connections"])
+    stop, polling, measure = asyncio.Event(), asyncio.Event(), [False]
+    tasks: list[asyncio.Task] = []
+    loop = asyncio.get_running_loop()
+    spacing = 1.0 / cfg["enroll_rate"] if cfg.get("enroll_rate") else 0.0  # this process's share of the rate
+    first = loop.time()
 
-    async def enroll(agent: Agent) -> None:
+    async def enroll(i: int, agent: Agent) -> None:
+        if spacing:
+            await asyncio.sleep(max(0.0, first + i * spacing - loop.time()))
         async with sem:
             await agent.enroll()
+        # Like a real agent: heartbeats from the moment it has a credential (pending until approved).
+        tasks.append(asyncio.create_task(agent.beat_loop(stop, measure)))
 
-    await asyncio.gather(*(enroll(a) for a in agents))
+    await asyncio.gather(*(enroll(i, a) for i, a in enumerate(agents)))
     outbox.put(("enrolled", len(agents)))
-    stop, polling, measure = asyncio.Event(), asyncio.Event(), [False]
-    tasks = [asyncio.create_task(a.beat_loop(stop, measure)) for a in agents]
     tasks += [asyncio.create_task(a.poll_loop(stop, polling)) for a in agents]
-    loop = asyncio.get_running_loop()
     while True:
         command = await loop.run_in_executor(None, inbox.get)
         if command == "poll":
@@ -320,7 +326,8 @@ class Web:
 
 def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, run_time: float = 0.5,
              log_chunks: int = 3, connections: int = 64, beat_connections: int = 256, web_pid: int | None = None, prefix: str = "",
-             settle: float = 10.0, jobs_timeout: float = 900.0, submit: str = "api", out=print) -> dict:  # fmt: skip
+             settle: float = 10.0, jobs_timeout: float = 900.0, submit: str = "api", enroll_rate: float = 0.0,
+             out=print) -> dict:  # fmt: skip
     """Run the phases against a platform at `url` on this process's database; returns the figures."""
     import httpx
     from django.db import transaction
@@ -334,7 +341,7 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
 
     prefix = prefix or f"sim{uuid.uuid4().hex[:5]}"
     cfg = {"run_time": run_time, "log_chunks": log_chunks, "connections": connections,
-           "beat_connections": beat_connections}  # fmt: skip
+           "beat_connections": beat_connections, "enroll_rate": enroll_rate / procs}  # fmt: skip
     web = Web(web_pid)
     t0 = time.time()
     tokens = []
@@ -554,6 +561,12 @@ def main() -> int:
     ap.add_argument("--jobs-timeout", type=float, default=900.0, help="seconds to wait for the jobs to end")
     ap.add_argument("--submit", choices=["api", "service"], default="api",
                     help="jobs over the public API, or through job_submit in this process")  # fmt: skip
+    ap.add_argument(
+        "--enroll-rate",
+        type=float,
+        default=0.0,
+        help="enrollments/s over all processes (default: as fast as the server takes them)",
+    )
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="platform setting")
     args = ap.parse_args()
 
@@ -582,7 +595,7 @@ def main() -> int:
             r = simulate(url, nodes=args.nodes, jobs=args.jobs, hold=args.hold, procs=args.procs,
                          run_time=args.run_time, log_chunks=args.log_chunks, connections=args.connections,
                          beat_connections=args.beat_connections, jobs_timeout=args.jobs_timeout, submit=args.submit,
-                         web_pid=pid)  # fmt: skip
+                         enroll_rate=args.enroll_rate, web_pid=pid)  # fmt: skip
         finally:
             if platform is not None:
                 platform.stop()

@@ -139,6 +139,7 @@ class _Listener:
                 inval = livestore.inval_channel()
                 await pubsub.subscribe(inval)
                 quickbeat.subscribed(loop)
+                quickbeat.refresh_later(everyone=True)  # a new process (or one back from a Redis outage) warms up
                 self.ready.set()
                 # A reconnect may have missed wake-ups: wake everyone, they re-ask the providers.
                 self._wake_all()
@@ -148,7 +149,7 @@ class _Listener:
                         changed = livestore.parse_invalidation(msg.get("data"))
                         for node_id in changed:
                             self.quiet.pop(node_id, None)  # approval, trust: what the providers see moved
-                        quickbeat.invalidate(changed)
+                        quickbeat.refresh_later(quickbeat.invalidate(changed))  # read again, in bulk
                         continue
                     if msg is None or msg.get("type") != "pmessage":
                         continue

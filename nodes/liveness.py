@@ -77,28 +77,29 @@ def known(lookup: str) -> Known | None:
         return _known.get(lookup)
 
 
-def forget_nodes(node_ids) -> dict[int, str]:
-    """Drop these nodes' cached rows; returns the credential lookups of those that were cached."""
-    dropped = {}
+def forget_nodes(node_ids) -> list[int]:
+    """Drop these nodes' cached rows; returns the ids of those that were cached."""
+    dropped = []
     with _known_lock:
         for node_id in node_ids:
             lookup = _lookup_of.pop(node_id, None)
             if lookup is not None:
                 _known.pop(lookup, None)
-                dropped[node_id] = lookup
+                dropped.append(node_id)
     return dropped
 
 
 REFRESH_CHUNK = 1000
 
 
-def refresh(todo: dict[int, str]) -> int:
-    """Read again, in bulk, the rows of cached nodes that an invalidation dropped (node id -> credential lookup),
-    so that their next heartbeats stay on the quick path. Without this a bulk approval of N nodes costs N full
-    heartbeats (each reads its row, its generation, runs the hooks) in the minute after it. Like the full path,
-    the generation is read before the row, and a row invalidated again since `taken` is not kept."""
+def refresh(node_ids) -> int:
+    """Read nodes' rows into the cache in bulk, a chunk per query: those an invalidation dropped (a bulk approval
+    would otherwise cost one full heartbeat per node in the minute after it), and every node Redis has seen when
+    the subscription starts (a restarted web process would otherwise send each node's next heartbeat down the
+    full path). Like the full path, the generation is read before the row, and a row invalidated after `taken`
+    is not kept. Nodes Redis holds no generation or fingerprint for are left to the full path."""
     taken = quickbeat.token()
-    ids = sorted(todo)
+    ids = sorted(set(node_ids))
     kept = 0
     for i in range(0, len(ids), REFRESH_CHUNK):
         chunk = ids[i : i + REFRESH_CHUNK]
@@ -112,9 +113,9 @@ def refresh(todo: dict[int, str]) -> int:
         rows = Node.objects.in_bulk(chunk)
         for node_id, (gen, fp) in zip(chunk, found, strict=True):
             node = rows.get(node_id)
-            if node is None or node.approval == Approval.REJECTED or not gen or not fp:
+            if node is None or node.approval == Approval.REJECTED or not gen or not fp or not node.credential_lookup:
                 continue
-            _remember(todo[node_id], Known(node=node, gen=livestore.text(gen), fp=livestore.text(fp)), taken)
+            _remember(node.credential_lookup, Known(node=node, gen=livestore.text(gen), fp=livestore.text(fp)), taken)
             kept += 1
     return kept
 

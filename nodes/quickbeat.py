@@ -42,7 +42,7 @@ IV_REFRESH = 30.0  # ... or this many seconds after it was last written
 _MAX_NODES = 100_000
 
 _lock = threading.Lock()
-_state: dict = {"loop": None, "seq": 0, "reset_seq": 0, "fail_until": 0.0, "intake": 0.0}
+_state: dict = {"loop": None, "seq": 0, "reset_seq": 0, "fail_until": 0.0, "intake": 0.0, "refresh_all": False}
 _inval_at: dict[int, int] = {}  # node id -> the invalidation sequence number that last named it
 
 
@@ -62,7 +62,8 @@ class Local:
 
 
 _local: dict[int, Local] = {}
-_refresh: dict[int, str] = {}  # node id -> credential lookup: cached rows an invalidation dropped, to read again
+_refresh: set[int] = set()  # node ids whose cached rows an invalidation dropped: to read again
+WARM_SEEN = 3600.0  # when the subscription starts, the nodes seen this recently are read into the cache
 _refresh_wake = threading.Event()
 REFRESH_DELAY = 0.05  # seconds the refresher waits after a wake-up, to take a burst of invalidations at once
 _batch: dict[int, tuple[float, float | None, str | None]] = {}  # node id -> (seen, interval to write, usage)
@@ -88,8 +89,9 @@ def unsubscribed(loop) -> None:
             _state["loop"] = None
 
 
-def invalidate(node_ids: list[int]) -> None:
-    """These node rows changed: drop their cached copies (and refuse copies read before now)."""
+def invalidate(node_ids: list[int]) -> list[int]:
+    """These node rows changed: drop their cached copies (and refuse copies read before now). Returns the ids
+    that were cached."""
     from nodes import liveness
 
     with _lock:
@@ -100,21 +102,33 @@ def invalidate(node_ids: list[int]) -> None:
             _state["reset_seq"] = seq
         for node_id in node_ids:
             _inval_at[node_id] = seq
-    dropped = liveness.forget_nodes(node_ids)
-    if dropped and _state["loop"] is not None:  # under the subscription: read them again, in bulk
-        with _lock:
-            _refresh.update(dropped)
-        _start_thread("refresher", _refresh_forever)
-        _refresh_wake.set()
+    return liveness.forget_nodes(node_ids)
+
+
+def refresh_later(node_ids=(), *, everyone: bool = False) -> None:
+    """Have the refresher thread read these rows (or every node Redis has seen lately) into the cache: the
+    subscription calls this with the cached rows an invalidation dropped, and with `everyone` when it starts."""
+    with _lock:
+        _refresh.update(node_ids)
+        _state["refresh_all"] = _state["refresh_all"] or everyone
+    _start_thread("refresher", _refresh_forever)
+    _refresh_wake.set()
 
 
 def refresh_pending() -> int:
-    """One round of the refresher: the cached rows invalidations dropped since the last round, read again."""
+    """One round of the refresher: the cached rows invalidations dropped since the last round (or, after the
+    subscription (re)started, every node Redis has seen lately), read again in bulk."""
     from nodes import liveness
 
     with _lock:
-        todo = dict(_refresh)
+        todo = set(_refresh)
         _refresh.clear()
+        everyone, _state["refresh_all"] = _state["refresh_all"], False
+    if everyone:
+        try:
+            todo.update(node_id for node_id, _ in livestore.seen_since(time.time() - WARM_SEEN))
+        except RedisError:
+            log.warning("could not list the nodes to cache: their next heartbeats take the full path")
     return liveness.refresh(todo) if todo else 0
 
 
@@ -310,3 +324,4 @@ def reset() -> None:
         _local.clear()
         _batch.clear()
         _refresh.clear()
+        _state["refresh_all"] = False

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 
 import pytest
@@ -140,18 +139,27 @@ def test_rows_an_invalidation_dropped_are_read_again_in_bulk(quick, monkeypatch,
     """A bulk change (approving a thousand nodes) must not send each node's next heartbeat down the full path:
     the refresher reads the dropped rows again, a chunk per query, and the quick path goes on."""
     node, cred = quick
-    monkeypatch.setattr(quickbeat, "_refresh_wake", threading.Event())  # this test runs the rounds itself
-    monkeypatch.setattr(quickbeat, "_start_thread", lambda *a: None)
     assert _beat(cred) is not None
     Node.objects.filter(pk=node.pk).update(draining=True)
     livestore.bump(node.pk)  # what a saved row does; the subscription hands the ids to quickbeat.invalidate
-    quickbeat.invalidate([node.pk])
+    assert quickbeat.invalidate([node.pk]) == [node.pk]
     assert _beat(cred) is None  # dropped
+    quickbeat._refresh.add(node.pk)  # what refresh_later queues for the refresher thread
     with django_assert_max_num_queries(1):
         assert quickbeat.refresh_pending() == 1
     reply = _beat(cred)
     assert reply is not None and reply["draining"] is True
     Node.objects.filter(pk=node.pk).update(approval="rejected")
-    quickbeat.invalidate([node.pk])
+    quickbeat._refresh.update(quickbeat.invalidate([node.pk]))
     assert quickbeat.refresh_pending() == 0  # a rejected node is not cached again: its credential is refused
     assert _beat(cred) is None
+
+
+def test_a_new_subscription_reads_every_node_redis_has_seen_into_the_cache(quick):
+    """A restarted web process: the first heartbeat of each node must not be a full path of its own."""
+    node, cred = quick
+    liveness.forget_all()
+    assert _beat(cred) is None
+    quickbeat._state["refresh_all"] = True  # what refresh_later(everyone=True) sets
+    assert quickbeat.refresh_pending() == 1
+    assert _beat(cred) is not None
