@@ -48,11 +48,18 @@ API = "/node-api/v1/"
 
 # --- a minimal keep-alive HTTP/1.1 client: the simulator shares the CPUs with the server ----------------
 class Conn:
+    IDLE = 4.0  # uvicorn closes a keep-alive connection idle for 5 s: a real client opens a new one before that
+
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
         self.reader = self.writer = None
+        self.used = 0.0
 
     async def request(self, method: str, path: str, body: dict | None = None, headers: dict | None = None):
+        now = time.monotonic()
+        if self.writer is not None and now - self.used > self.IDLE:
+            self.close()
+        self.used = now
         reused = self.writer is not None
         try:
             return await self._request(method, path, body, headers)
@@ -79,6 +86,7 @@ class Conn:
             raise
         if close:
             self.close()
+        self.used = time.monotonic()
         return status, payload
 
     def close(self) -> None:
@@ -120,10 +128,12 @@ class Stats:
 
 # --- one simulated agent -------------------------------------------------------------------------------
 class Agent:
-    def __init__(self, name: str, token: str, cfg: dict, pools: tuple[Pool, Pool], stats: Stats, host: str,
-                 port: int) -> None:  # fmt: skip
+    def __init__(self, name: str, token: str, cfg: dict, pool: Pool, stats: Stats, host: str, port: int) -> None:
         self.name, self.token, self.cfg, self.stats = name, token, cfg, stats
-        self.beats, self.pool = pools  # heartbeats never wait behind reports and logs (a real agent's don't)
+        self.pool = pool  # reports, logs and enrollment share a few keep-alive connections
+        self.beats = Conn(
+            host, port
+        )  # its own connection, as a real agent has: no node's heartbeat waits for another's
         self.host, self.port = host, port
         self.cred = ""
         self.interval = 5.0
@@ -247,8 +257,8 @@ async def _agents_main(url: str, tokens: list[tuple[str, str]], cfg: dict, inbox
     parts = urlsplit(url)
     host, port = parts.hostname, parts.port or 80
     stats = Stats()
-    pools = (Pool(host, port, cfg["beat_connections"]), Pool(host, port, cfg["connections"]))
-    agents = [Agent(name, token, cfg, pools, stats, host, port) for name, token in tokens]
+    pool = Pool(host, port, cfg["connections"])
+    agents = [Agent(name, token, cfg, pool, stats, host, port) for name, token in tokens]
     sem = asyncio.Semaphore(cfg["connections"])
     stop, polling, measure = asyncio.Event(), asyncio.Event(), [False]
     tasks: list[asyncio.Task] = []
@@ -325,7 +335,7 @@ class Web:
 
 
 def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, run_time: float = 0.5,
-             log_chunks: int = 3, connections: int = 64, beat_connections: int = 256, web_pid: int | None = None, prefix: str = "",
+             log_chunks: int = 3, connections: int = 64, web_pid: int | None = None, prefix: str = "",
              settle: float = 10.0, jobs_timeout: float = 900.0, submit: str = "api", enroll_rate: float = 0.0,
              out=print) -> dict:  # fmt: skip
     """Run the phases against a platform at `url` on this process's database; returns the figures."""
@@ -341,7 +351,7 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
 
     prefix = prefix or f"sim{uuid.uuid4().hex[:5]}"
     cfg = {"run_time": run_time, "log_chunks": log_chunks, "connections": connections,
-           "beat_connections": beat_connections, "enroll_rate": enroll_rate / procs}  # fmt: skip
+           "enroll_rate": enroll_rate / procs}  # fmt: skip
     web = Web(web_pid)
     t0 = time.time()
     tokens = []
@@ -557,7 +567,6 @@ def main() -> int:
     ap.add_argument("--run-time", type=float, default=0.5, help="seconds each simulated job runs")
     ap.add_argument("--log-chunks", type=int, default=3)
     ap.add_argument("--connections", type=int, default=64, help="report/log connections per process")
-    ap.add_argument("--beat-connections", type=int, default=256, help="heartbeat connections per process")
     ap.add_argument("--jobs-timeout", type=float, default=900.0, help="seconds to wait for the jobs to end")
     ap.add_argument("--submit", choices=["api", "service"], default="api",
                     help="jobs over the public API, or through job_submit in this process")  # fmt: skip
@@ -594,7 +603,7 @@ def main() -> int:
         try:
             r = simulate(url, nodes=args.nodes, jobs=args.jobs, hold=args.hold, procs=args.procs,
                          run_time=args.run_time, log_chunks=args.log_chunks, connections=args.connections,
-                         beat_connections=args.beat_connections, jobs_timeout=args.jobs_timeout, submit=args.submit,
+                         jobs_timeout=args.jobs_timeout, submit=args.submit,
                          enroll_rate=args.enroll_rate, web_pid=pid)  # fmt: skip
         finally:
             if platform is not None:

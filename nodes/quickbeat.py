@@ -156,6 +156,11 @@ def may_remember(node_id: int, taken: int) -> bool:
         return taken >= _state["reset_seq"] and _inval_at.get(node_id, -1) <= taken
 
 
+def serving_loop():
+    """The event loop whose subscription vouches for the cache (for code in a pool thread serving its request)."""
+    return _state["loop"]
+
+
 def on(loop) -> bool:
     return loop is not None and _state["loop"] is loop and time.monotonic() >= _state["fail_until"]
 

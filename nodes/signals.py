@@ -18,10 +18,14 @@ def send_on_commit(signal: Signal, node_id: int) -> None:
 def node_row_changed(sender, instance, **kwargs) -> None:
     """A service saved a node (approval, trust, draining, credential): web processes drop their cached copy, now
     and again after the commit (a heartbeat between the two may have cached the row as it was)."""
-    from nodes import liveness
+    from nodes import liveness, quickbeat
 
-    liveness._bump_quietly(instance.pk)
-    transaction.on_commit(lambda: liveness._bump_quietly(instance.pk))
+    def changed() -> None:
+        quickbeat.invalidate([instance.pk])  # this process at once (a rotated credential stops working here now)
+        liveness._bump_quietly(instance.pk)
+
+    changed()
+    transaction.on_commit(changed)
 
 
 def node_row_deleted(sender, instance, **kwargs) -> None:

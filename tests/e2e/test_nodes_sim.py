@@ -19,7 +19,7 @@ def test_a_hundred_simulated_nodes_run_two_hundred_jobs_each_exactly_once_and_no
 
     platform = platform_factory(env=FAST)
     lines: list[str] = []
-    result = simulate(platform.url, nodes=100, jobs=200, hold=3, run_time=0.05, log_chunks=2, connections=16, beat_connections=32,
+    result = simulate(platform.url, nodes=100, jobs=200, hold=3, run_time=0.05, log_chunks=2, connections=16,
                       web_pid=platform.procs["web"].pid, settle=2, jobs_timeout=180, out=lines.append)  # fmt: skip
     report(result, out=lines.append)
     print("\n".join(lines))
