@@ -10,7 +10,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 
 log = logging.getLogger(__name__)
 
@@ -50,26 +50,45 @@ def _labels(labels: dict[str, str]) -> str:
     return "{" + inner + "}"
 
 
+# What inc and observe record, folded into _counters/_hist when flushed. Appending to a deque needs no lock:
+# inc runs on the event loop for every heartbeat, and a lock shared with threads stalls the loop whenever
+# its holder is descheduled while holding it.
+_pending: deque = deque()
+
+
 def inc(name: str, amount: float = 1.0, **labels: str) -> None:
-    with _lock:
-        _counters[name + _labels(labels)] += amount
-    _ensure_flusher()
+    _pending.append((name + _labels(labels) if labels else name, amount, None))
+    if _flusher is None or not _flusher.is_alive():
+        _ensure_flusher()
 
 
 def observe(name: str, seconds: float, **labels: str) -> None:
-    _, buckets = HISTOGRAMS[name]
-    lab = _labels(labels)
-    with _lock:
-        for bound in buckets:
-            if seconds <= bound:
-                _hist[f"{name}|{bound}|{lab}"] += 1
-        _hist[f"{name}|+Inf|{lab}"] += 1
-        _hist[f"{name}|sum|{lab}"] += seconds
-    _ensure_flusher()
+    HISTOGRAMS[name]  # noqa: B018 - an unknown name fails here, in the caller, as before
+    _pending.append((name, seconds, _labels(labels)))
+    if _flusher is None or not _flusher.is_alive():
+        _ensure_flusher()
+
+
+def _fold() -> None:
+    """Move what inc/observe appended into the totals (under _lock)."""
+    while True:
+        try:
+            key, value, lab = _pending.popleft()
+        except IndexError:
+            return
+        if lab is None:
+            _counters[key] += value
+            continue
+        for bound in HISTOGRAMS[key][1]:
+            if value <= bound:
+                _hist[f"{key}|{bound}|{lab}"] += 1
+        _hist[f"{key}|+Inf|{lab}"] += 1
+        _hist[f"{key}|sum|{lab}"] += value
 
 
 def flush() -> None:
     with _lock:
+        _fold()
         counters, hist = dict(_counters), dict(_hist)
         _counters.clear()
         _hist.clear()

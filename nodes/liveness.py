@@ -73,8 +73,9 @@ def _forget(lookup: str) -> None:
 
 
 def known(lookup: str) -> Known | None:
-    with _known_lock:
-        return _known.get(lookup)
+    """The cached row for a credential lookup. No lock: the hot paths read it on the event loop, and one
+    OrderedDict lookup is atomic under the GIL (writers take _known_lock among themselves)."""
+    return _known.get(lookup)
 
 
 def forget_nodes(node_ids) -> list[int]:
