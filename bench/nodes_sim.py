@@ -15,7 +15,7 @@ running platform on that same database). Then:
    idle long-poll (memory per held poll);
 3. hold: `--hold` seconds of heartbeats and idle long-polls (heartbeats/s, p50/p99, web CPU);
 4. jobs: `--jobs` short jobs submitted over the public API; an agent that gets an assignment reports
-   `running`, waits `--run-time`, ships `--log-chunks` chunks, reports `ended` with exit 0 (jobs/s submit →
+   `running`, waits `--run-time`, ships `--log-chunks` chunks in one batch, reports `ended` with exit 0 (jobs/s submit →
    succeeded, placements/s, requests per job); then checks every job succeeded with exactly one attempt
    and was run exactly once;
 5. false offline transitions: OFFLINE events of simulated nodes (none of them ever stops beating).
@@ -237,13 +237,14 @@ class Agent:
         self.running[attempt_id] = "running"
         await self.report(attempt_id, {"state": "running", "container_id": f"sim{attempt_id}"})
         await asyncio.sleep(self.cfg["run_time"])
-        offset = 0
+        chunks, offset = [], 0
         for seq in range(self.cfg["log_chunks"]):
             data = f"attempt {attempt_id} line {seq}\n"
-            chunk = {"seq": seq, "offset": offset, "stream": "stdout", "data": data}
+            chunks.append({"seq": seq, "offset": offset, "stream": "stdout", "data": data})
             offset += len(data)
+        if chunks:  # one batch, as the agent ships what it has read since its last request
             try:
-                await self.pool.request("POST", f"{API}attempts/{attempt_id}/logs", {"chunks": [chunk]}, self.auth())
+                await self.pool.request("POST", f"{API}attempts/{attempt_id}/logs", {"chunks": chunks}, self.auth())
                 self.stats.count("logs")
             except (OSError, ConnectionError, asyncio.IncompleteReadError):
                 pass
