@@ -47,6 +47,12 @@ def poll_provider(node) -> channel.Work:
     again = now - redeliver
     assignments, commands = [], []
     later: list = []  # handed or stop-sent recently: due again at these times
+    # The usual answer, for an idle node, in one query: nothing assigned, no stop order outstanding.
+    outstanding = Q(state=AttemptState.ASSIGNED, stop_reason="") | (
+        ~Q(stop_reason="") & (Q(stop_sent_at__isnull=True) | Q(state__in=ATTEMPT_ACTIVE))
+    )
+    if not Attempt.objects.filter(outstanding, node=node).exists():
+        return channel.Work([], [], quiet_until=math.inf)
     with transaction.atomic():
         assigned = (
             Attempt.objects.select_related("job")

@@ -78,6 +78,11 @@ def known(lookup: str) -> Known | None:
     return _known.get(lookup)
 
 
+def known_by_id(node_id: int) -> Known | None:
+    lookup = _lookup_of.get(node_id)
+    return _known.get(lookup) if lookup is not None else None
+
+
 def forget_nodes(node_ids) -> list[int]:
     """Drop these nodes' cached rows; returns the ids of those that were cached."""
     dropped = []

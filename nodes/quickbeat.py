@@ -212,6 +212,16 @@ def known_node(raw: str | None, loop):
     return known.node
 
 
+def known_id(node_id: int, loop):
+    """The cached row of a node by its id when the cache is current, else None (a poll woken up re-reads it)."""
+    if not on(loop):
+        return None
+    from nodes import liveness
+
+    known = liveness.known_by_id(node_id)
+    return known.node if known is not None else None
+
+
 def usage_json(usage: dict) -> str:
     return json.dumps(usage, separators=(",", ":"))
 

@@ -167,7 +167,8 @@ async def poll(request: HttpRequest) -> JsonResponse:
     loop = asyncio.get_running_loop()
     try:
         # A node this process knows (and whose row changes it hears of) needs no database to authenticate.
-        node = quickbeat.known_node(raw, loop if not isinstance(request, WSGIRequest) else None)
+        serving = loop if not isinstance(request, WSGIRequest) else None
+        node = quickbeat.known_node(raw, serving)
         node = copy.copy(node) if node is not None else None
         if node is None:
             node = await run_db(request, functools.partial(authenticate_node, raw, who=ratelimit.client_ip(request)))
@@ -187,7 +188,8 @@ async def poll(request: HttpRequest) -> JsonResponse:
                 remaining = deadline - loop.time()
                 if remaining <= 0 or not await waiter.wait(remaining):
                     break
-                work = await run_db(request, _work_for, node_id, None)
+                cached = quickbeat.known_id(node_id, serving)  # current while the subscription holds
+                work = await run_db(request, _work_for, node_id, copy.copy(cached) if cached is not None else None)
                 waiter.asked(work)
                 assignments, commands = work
     except EulerError as exc:
