@@ -130,6 +130,8 @@ def node_enroll(*, req: protocol.EnrollRequest, hostname_hint: str = "") -> tupl
         agent_version=req.agent_version,
         owner_project=token.project,
         trust=token.trust,
+        online=True,  # the enrollment is its first sign of life (liveness.enrolled primes Redis with it)
+        last_heartbeat_at=timezone.now(),
         **policy.resource_fields(req.resources),
     )
     secret = _new_credential(node)

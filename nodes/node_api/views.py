@@ -54,6 +54,7 @@ class EnrollView(NodeAPIView):
         except Unauthorized:
             ratelimit.spend("enroll", who, window=window)  # a guessed or replayed token
             raise
+        liveness.enrolled(node, req)
         reply = protocol.EnrollResponse(
             node_id=node.pk,
             name=node.name,

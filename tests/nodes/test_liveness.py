@@ -170,7 +170,7 @@ def test_the_offline_transition_is_written_once_with_an_event_and_the_node_comes
     assert liveness.mark_offline(now=later) == []
     assert heartbeat(cred).status_code == 200  # the cached copy was dropped: the full path brings it back
     node.refresh_from_db()
-    assert node.online and node.events.filter(kind=EventKind.ONLINE).count() == 2
+    assert node.online and node.events.filter(kind=EventKind.ONLINE).count() == 1
 
 
 def _register(name: str, budget: float, ttl: float = 15) -> None:
