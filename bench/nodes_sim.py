@@ -193,18 +193,22 @@ class Agent:
             due = max(due + self.interval, loop.time())
 
     async def poll_loop(self, stop: asyncio.Event, polling: asyncio.Event) -> None:
+        from nodeagent.backoff import Backoff
+
         await polling.wait()
         conn = Conn(self.host, self.port)
+        backoff = Backoff()  # the agent's own: full jitter up to 60 s (a fixed retry would storm a busy server)
         while not stop.is_set():
             try:
                 status, payload = await conn.request("POST", API + "poll", {"wait": 25}, self.auth())
                 self.stats.count("poll")
             except (OSError, ConnectionError, asyncio.IncompleteReadError):
-                await asyncio.sleep(1)
+                await asyncio.sleep(backoff.next_delay())
                 continue
             if status != 200:
-                await asyncio.sleep(1)
+                await asyncio.sleep(backoff.next_delay())
                 continue
+            backoff.reset()
             reply = json.loads(payload)
             for a in reply.get("assignments", []):
                 attempt_id = int(a["attempt_id"])

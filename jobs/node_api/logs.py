@@ -153,6 +153,8 @@ def _publish(job_id: int, messages: list[dict]) -> None:
 class AttemptLogsView(NodeAPIView):
     """POST /node-api/v1/attempts/{attempt_id}/logs — a LogBatch; answers a LogReply."""
 
+    body_limit = protocol.MAX_LOG_REQUEST_BYTES  # the node router reads this much (and one byte more) for _read_body
+
     def post(self, request, attempt_id: int):
         _read_body(request)
         _check_sizes(request)

@@ -8,13 +8,16 @@ themselves. `route_node_api(app)` sends them to this handler, which keeps the re
 context (both async, no thread hop), resolves against the node URLs alone (root_urls.py), and does the two things of the rest that matter to a JSON client: a
 sized body (CommonMiddleware's Content-Length) and `X-Content-Type-Options: nosniff` (SecurityMiddleware's).
 
-The two calls every node makes all the time, heartbeat and poll, go one step further (`serve_hot`): no
-Django handler at all. Django's ASGI handler starts a task per request to listen for the disconnect, sends
-the request signals and resolves the URL; for a heartbeat answered from memory that was most of its cost.
-Here the body is read under DATA_UPLOAD_MAX_MEMORY_SIZE (413 past it), Django's own ASGIRequest is built
-from it, and the view is awaited with the request id and the audit context set, as the chain above does.
-A held poll whose client went away is not cancelled: it ends at its own `wait` (at most 60 s), holding no
-thread and no connection meanwhile.
+The node endpoints go one step further (`serve_hot`): no Django handler at all. Django's ASGI handler starts a
+task per request to listen for the disconnect, sends the request signals (each a hop to a thread) and
+resolves the URL; for a heartbeat answered from memory that was most of its cost, and at 10,000 simulated
+nodes the reports and log chunks of a job burst kept the event loop too busy to accept new connections.
+Here the path is resolved against the node URLs, the body is read under the view's own `body_limit` (log
+batches) or DATA_UPLOAD_MAX_MEMORY_SIZE (413 past it), Django's own ASGIRequest is built from it, and the
+(async, or pooled) view is awaited with the request id and the audit context set, as the chain above does.
+The node views manage their own database connections (asyncdb.py), so the request signals have nothing to
+close. A held poll whose client went away is not cancelled: it ends at its own `wait` (at most 60 s),
+holding no thread and no connection meanwhile. Paths that match no node endpoint go to NodeApiHandler.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from __future__ import annotations
 import io
 import logging
 
+from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.core.handlers.exception import convert_exception_to_response
+from django.urls import Resolver404, resolve
 
 from audit.context import AuditContextMiddleware, Caller, _caller, clean_ip
 from euler.errors import json_error
@@ -35,7 +40,7 @@ from nodeagent import protocol
 log = logging.getLogger(__name__)
 
 PREFIX = "/node-api/"
-HOT = tuple(f"{PREFIX}v1/{path}" for path in (protocol.PATH_HEARTBEAT, protocol.PATH_POLL))
+HOT = tuple(f"{PREFIX}v1/{path}" for path in (protocol.PATH_HEARTBEAT, protocol.PATH_POLL))  # the calls of every node
 
 
 class NodeApiHandler(LeanHandler):
@@ -55,8 +60,9 @@ class NodeApiHandler(LeanHandler):
         self._middleware_chain = convert_exception_to_response(chain)
 
 
-async def _body(receive, limit: int) -> bytes | None:
-    """The request body, or None when it is over `limit` (or the client went away before sending it all)."""
+async def _body(receive, limit: int, *, keep_over: bool) -> bytes | None:
+    """The request body; over `limit`: None, or (`keep_over`) its first limit + 1 bytes for the view to refuse
+    in its own words. None as well when the client went away before sending it all."""
     parts, size = [], 0
     while True:
         message = await receive()
@@ -64,9 +70,9 @@ async def _body(receive, limit: int) -> bytes | None:
             return None  # http.disconnect
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
-            return None
         parts.append(chunk)
+        if size > limit:
+            return b"".join(parts)[: limit + 1] if keep_over else None
         if not message.get("more_body", False):
             return b"".join(parts)
 
@@ -80,11 +86,19 @@ async def _send(send, response, request_id: str) -> None:
     await send({"type": "http.response.body", "body": content})
 
 
-async def serve_hot(scope, receive, send, view) -> None:
-    """Heartbeat and poll without Django's handler (see the module's docstring)."""
+def _limit(view) -> tuple[int, bool]:
+    """The body a view takes: its class's own `body_limit` (the view refuses more itself), else Django's."""
+    own = getattr(getattr(view, "view_class", None), "body_limit", None)
+    if own:
+        return own, True
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 2**31, False
+
+
+async def serve_hot(scope, receive, send, view, kwargs=None) -> None:
+    """A node endpoint without Django's handler (see the module's docstring)."""
     request_id = new_request_id(dict(scope.get("headers") or ()).get(b"x-request-id", b"").decode("latin-1"))
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 2**31
-    body = await _body(receive, limit)
+    limit, keep_over = _limit(view)
+    body = await _body(receive, limit, keep_over=keep_over)
     if body is None:
         response = json_error("request_too_large", f"A request body is at most {limit} bytes.", 413)
         return await _send(send, response, request_id)
@@ -93,7 +107,7 @@ async def serve_hot(scope, receive, send, view) -> None:
     caller = _caller.set(Caller(ip=clean_ip(request.META.get("REMOTE_ADDR")), request=request))
     try:
         request.request_id = request_id
-        response = await view(request)
+        response = await view(request, **(kwargs or {}))
     except Exception:
         log.exception("node endpoint %s failed", scope.get("path"))
         response = json_error("server_error", "Internal error; it has been logged.", 500)
@@ -103,21 +117,32 @@ async def serve_hot(scope, receive, send, view) -> None:
     await _send(send, response, request_id)
 
 
-def route_node_api(app):
-    """An ASGI app that serves heartbeat and poll itself, hands the other /node-api/ requests to NodeApiHandler
-    and everything else to `app`."""
-    from nodes.node_api import views
+ROOT_URLCONF = "nodes.node_api.root_urls"
 
+
+def _hot_view(path: str):
+    """(view, kwargs) of an async node endpoint at `path`, or None (not found: Django's handler answers)."""
+    try:
+        match = resolve(path, urlconf=ROOT_URLCONF)
+    except Resolver404:
+        return None
+    if not iscoroutinefunction(match.func):
+        return None
+    return match.func, match.kwargs
+
+
+def route_node_api(app):
+    """An ASGI app that serves the node endpoints itself (serve_hot), hands other /node-api/ paths (not found)
+    to NodeApiHandler and everything else to `app`."""
     lean = NodeApiHandler()
-    hot = dict(zip(HOT, (views.heartbeat, views.poll), strict=True))
 
     async def router(scope, receive, send):
         if scope["type"] == "http":
             path = scope.get("path", "")
-            view = hot.get(path)
-            if view is not None:
-                return await serve_hot(scope, receive, send, view)
             if path.startswith(PREFIX):
+                found = _hot_view(path)
+                if found is not None:
+                    return await serve_hot(scope, receive, send, *found)
                 return await lean(scope, receive, send)
         return await app(scope, receive, send)
 
