@@ -39,6 +39,18 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
     )
 
 
+def _outstanding() -> Q:
+    """Attempts a poll may have to hand over: assigned and not stopped, or with a stop order not yet obeyed."""
+    return Q(state=AttemptState.ASSIGNED, stop_reason="") | (
+        ~Q(stop_reason="") & (Q(stop_sent_at__isnull=True) | Q(state__in=ATTEMPT_ACTIVE))
+    )
+
+
+def busy_nodes() -> set[int]:
+    """Every node poll_provider may have something for now, in one query (the poll snapshot, channel.py)."""
+    return set(Attempt.objects.filter(_outstanding(), node__isnull=False).values_list("node_id", flat=True).distinct())
+
+
 def poll_provider(node) -> channel.Work:
     """Assigned attempts not yet handed over (or handed long ago and not started), and pending stop orders;
     with nothing due, until when nothing will be (the earliest redelivery) unless a wake-up says otherwise."""
@@ -48,10 +60,7 @@ def poll_provider(node) -> channel.Work:
     assignments, commands = [], []
     later: list = []  # handed or stop-sent recently: due again at these times
     # The usual answer, for an idle node, in one query: nothing assigned, no stop order outstanding.
-    outstanding = Q(state=AttemptState.ASSIGNED, stop_reason="") | (
-        ~Q(stop_reason="") & (Q(stop_sent_at__isnull=True) | Q(state__in=ATTEMPT_ACTIVE))
-    )
-    if not Attempt.objects.filter(outstanding, node=node).exists():
+    if not Attempt.objects.filter(_outstanding(), node=node).exists():
         return channel.Work([], [], quiet_until=math.inf)
     with transaction.atomic():
         assigned = (

@@ -8,6 +8,7 @@ providers again. Providers and hooks are registered in the consuming app's `AppC
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -43,12 +44,32 @@ HeartbeatHook = Callable[..., list[protocol.Command]]
 
 _poll_providers: list[PollProvider] = []
 _heartbeat_hooks: list[HeartbeatHook] = []
+_busy_providers: list[Callable[[], set[int]]] = []
 
 
 def register_poll_provider(fn: PollProvider) -> PollProvider:
     if fn not in _poll_providers:
         _poll_providers.append(fn)
     return fn
+
+
+def register_busy_provider(fn: Callable[[], set[int]]) -> Callable[[], set[int]]:
+    """`fn()`: the nodes a poll provider may have something for now (one query for all nodes). When every poll
+    provider has one, a web process takes this snapshot as its subscription starts, and the other nodes'
+    first polls wait without asking the providers: a restarted web process is not asked N times at once."""
+    if fn not in _busy_providers:
+        _busy_providers.append(fn)
+    return fn
+
+
+def busy_nodes() -> set[int] | None:
+    """The union of the busy providers' snapshots; None when a poll provider has none (then no snapshot)."""
+    if len(_busy_providers) < len(_poll_providers):
+        return None
+    busy: set[int] = set()
+    for fn in _busy_providers:
+        busy |= fn()
+    return busy
 
 
 def register_heartbeat_hook(fn: HeartbeatHook) -> HeartbeatHook:
@@ -123,8 +144,41 @@ class _Listener:
     def __init__(self) -> None:
         self.waiters: dict[int, set[asyncio.Event]] = {}
         self.quiet: dict[int, float] = {}  # node id -> Unix time until which its providers have nothing
+        # The snapshot taken as the subscription started: nodes outside `busy`, not woken since, have nothing.
+        self.snapshot: set[int] | None = None
+        self.woken: set[int] = set()
+        self.epoch = 0
         self.ready = asyncio.Event()
         self.task: asyncio.Task | None = None
+
+    def _changed(self, node_id: int) -> None:
+        """Something for this node may have changed: ask its providers at its next poll."""
+        self.quiet.pop(node_id, None)
+        if self.snapshot is not None:
+            self.woken.add(node_id)
+
+    def quiet_now(self, node_id: int) -> bool:
+        until = self.quiet.get(node_id)
+        if until is not None:
+            if time.time() < until:
+                return True
+            self.quiet.pop(node_id, None)
+            self.woken.add(node_id)  # its own quiet time is over: the snapshot no longer speaks for it
+            return False
+        return self.snapshot is not None and node_id not in self.snapshot and node_id not in self.woken
+
+    async def _take_snapshot(self, epoch: int) -> None:
+        from nodes.node_api import asyncdb
+
+        try:
+            busy = await asyncio.get_running_loop().run_in_executor(
+                asyncdb.pool(), functools.partial(asyncdb._in_pool, busy_nodes)
+            )
+        except Exception as exc:  # noqa: BLE001 - without it every node's first poll asks, as before
+            log.warning("poll snapshot not taken: %s", type(exc).__name__)
+            return
+        if busy is not None and epoch == self.epoch:
+            self.snapshot = busy
 
     async def run(self) -> None:
         from euler.redis import async_client
@@ -143,12 +197,14 @@ class _Listener:
                 self.ready.set()
                 # A reconnect may have missed wake-ups: wake everyone, they re-ask the providers.
                 self._wake_all()
+                # Taken after subscribing: work that its query misses was made after, and woke its node.
+                loop.create_task(self._take_snapshot(self.epoch))
                 while True:
                     msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30)
                     if msg is not None and msg.get("type") == "message":
                         changed = livestore.parse_invalidation(msg.get("data"))
                         for node_id in changed:
-                            self.quiet.pop(node_id, None)  # approval, trust: what the providers see moved
+                            self._changed(node_id)  # approval, trust: what the providers see moved
                         quickbeat.refresh_later(quickbeat.invalidate(changed))  # read again, in bulk
                         continue
                     if msg is None or msg.get("type") != "pmessage":
@@ -158,7 +214,7 @@ class _Listener:
                         node_id = int(channel[len(WAKE_PREFIX) :])
                     except ValueError:
                         continue
-                    self.quiet.pop(node_id, None)
+                    self._changed(node_id)
                     for event in self.waiters.get(node_id, ()):
                         event.set()
             except asyncio.CancelledError:
@@ -166,7 +222,7 @@ class _Listener:
             except Exception as exc:  # noqa: BLE001 - keep listening through Redis restarts
                 quickbeat.unsubscribed(loop)
                 self.ready.clear()
-                self.quiet.clear()  # wake-ups may be missed from now on
+                self._forget_quiet()  # wake-ups may be missed from now on
                 log.warning("node wake-up listener lost Redis (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(1)
             finally:
@@ -176,8 +232,14 @@ class _Listener:
                 except Exception:  # noqa: BLE001, S110
                     pass
 
-    def _wake_all(self) -> None:
+    def _forget_quiet(self) -> None:
+        self.epoch += 1
         self.quiet.clear()
+        self.snapshot = None
+        self.woken = set()
+
+    def _wake_all(self) -> None:
+        self._forget_quiet()
         for events in self.waiters.values():
             for event in events:
                 event.set()
@@ -232,13 +294,7 @@ class Waiter:
         listener = self.listener
         if listener is None or not listener.ready.is_set() or self.event.is_set():
             return False
-        until = listener.quiet.get(self.node_id)
-        if until is None:
-            return False
-        if time.time() >= until:
-            listener.quiet.pop(self.node_id, None)
-            return False
-        return True
+        return listener.quiet_now(self.node_id)
 
     def asked(self, work) -> None:
         """The providers answered `work` (asked after this waiter was registered): remember an empty answer

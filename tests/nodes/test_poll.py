@@ -125,6 +125,8 @@ def test_an_empty_answer_is_trusted_until_a_wake_up_or_its_quiet_time():
     async def scenario():
         listener = await channel._listener()
         assert listener.ready.is_set()
+        await _until(lambda: listener.snapshot is not None)
+        listener.snapshot = None  # this test is about what polls learn; the snapshot's test is below
         async with channel.Waiter(node_id) as w:
             assert not w.quiet()
             w.asked(channel.Work([], [], quiet_until=time.time() + 60))
@@ -161,6 +163,8 @@ def test_an_approval_ends_a_pending_node_s_quiet(platform_node):
 
     async def scenario():
         listener = await channel._listener()
+        await _until(lambda: listener.snapshot is not None)
+        listener.snapshot = None
         async with channel.Waiter(node.pk) as w:
             w.asked(channel.Work([], [], quiet_until=math.inf))  # pending: nothing until approved
         await asyncio.to_thread(services.node_approve, node=node)
