@@ -163,3 +163,14 @@ def test_a_new_subscription_reads_every_node_redis_has_seen_into_the_cache(quick
     quickbeat._state["refresh_all"] = True  # what refresh_later(everyone=True) sets
     assert quickbeat.refresh_pending() == 1
     assert _beat(cred) is not None
+
+
+def test_a_heartbeat_sent_down_the_verifying_path_is_seen_at_arrival(quick):
+    """Liveness does not wait for the heartbeat threads: a node whose report changed (or whose hooks are due) is
+    alive whatever they find, and a job burst can keep them busy past the offline window."""
+    node, cred = quick
+    quickbeat.flush_batch()
+    before = time.time()
+    assert _beat(cred, _body(cpu_milli=16000)) is None  # a changed report: the verifying path writes the row
+    assert quickbeat.flush_batch() == 1
+    assert livestore.seen_many([node.pk])[node.pk] >= before
