@@ -365,6 +365,16 @@ def enrolled(node: Node, req: protocol.EnrollRequest) -> None:
         quickbeat.wrote(node.pk, interval, quickbeat.usage_json(usage), now)
 
 
+def hooks_in_background(node: Node, body: bytes, rfp: str, now: float) -> None:
+    """quickbeat.hooks_later's work: the hooks for a heartbeat already answered; their commands make them due
+    again (_run_hooks records `again`), so the node's next heartbeat runs them on its verifying path."""
+    try:
+        _run_hooks(node, protocol.Heartbeat.model_validate_json(body), rfp, now)
+    except Exception:  # noqa: BLE001 - a pool thread: nobody else would see it
+        log.exception("heartbeat hooks for node %s failed", node.pk)
+        quickbeat.hooks_ran(node.pk, rfp, 0)  # due again at the next heartbeat
+
+
 # --- the full path (a database thread) ------------------------------------------------------------------
 def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None):
     """Authenticate from the database, write the row if something that matters changed (every time when

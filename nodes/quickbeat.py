@@ -20,6 +20,7 @@ Keeping the cache honest:
 from __future__ import annotations
 
 import collections
+import copy
 import json
 import logging
 import threading
@@ -253,14 +254,19 @@ def heartbeat(*, raw: str | None, body: bytes, parse, loop) -> dict | None:
         local.fp = policy.change_fingerprint(liveness.heartbeat_fields(hb, None))
         local.rfp = liveness.running_fp(hb)
         local.usage = usage_json(liveness.usage(hb))
-    if local.fp != known.fp or policy.hooks_due(running_changed=local.hooks_rfp != local.rfp,
-                                                 last_run=local.hooks_at, now=now,
-                                                 every=settings.EULER_NODE_HOOKS_EVERY):  # fmt: skip
-        # The verifying path must run (a write, the hooks), on threads that a burst of jobs can keep busy: the
-        # node is alive whatever it finds, so its last-seen time goes in this batch, not after the queue.
+    if local.fp != known.fp or local.hooks_rfp != local.rfp or not local.hooks_at:
+        # The verifying path must run (a write; the hooks, for a changed list of attempts or because they asked
+        # to look again), on threads that a burst of jobs can keep busy: the node is alive whatever it finds,
+        # so its last-seen time goes in this batch, not after the queue.
         _beats.append((node.pk, now, None, None))
         _start_flusher()
         return None
+    if policy.hooks_due(running_changed=False, last_run=local.hooks_at, now=now, every=settings.EULER_NODE_HOOKS_EVERY):
+        # Only the periodic look is due: answered now, the hooks run on a heartbeat thread meanwhile. What they
+        # find (rare: a container of an attempt that is no longer current) makes them due again, and the
+        # node's next heartbeat takes the verifying path and carries the commands.
+        local.hooks_at = now  # once per period, however long the run waits for a thread
+        hooks_later(node, local.body, local.rfp, now)
     interval = liveness.interval_now()
     write_iv = None
     if abs(interval - local.iv_written) > IV_DRIFT * interval or now - local.iv_at > IV_REFRESH:
@@ -272,6 +278,14 @@ def heartbeat(*, raw: str | None, body: bytes, parse, loop) -> dict | None:
     _state["intake"] = now
     _start_flusher()
     return reply(node, interval)
+
+
+def hooks_later(node, body: bytes, rfp: str, now: float) -> None:
+    """The periodic run of the hooks for a node answered from memory, on the heartbeat threads."""
+    from nodes import liveness
+    from nodes.node_api import asyncdb
+
+    asyncdb.beat_pool().submit(asyncdb._in_pool, liveness.hooks_in_background, copy.copy(node), body, rfp, now)
 
 
 # --- the batch -------------------------------------------------------------------------------------------

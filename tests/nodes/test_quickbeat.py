@@ -66,8 +66,8 @@ def test_what_the_cache_cannot_vouch_for_takes_the_verifying_path(quick, setting
     assert _beat(cred, loop=object()) is None  # no subscription on this loop
     assert _beat(cred, _body(cpu_milli=16000)) is None  # a changed report: the row must be written
     assert _beat("enode_" + "x" * 40) is None  # not a node this process knows
-    quickbeat._local[node.pk].hooks_at = time.time() - settings.EULER_NODE_HOOKS_EVERY - 1
-    assert _beat(cred) is None  # the hooks are due
+    quickbeat.hooks_ran(node.pk, quickbeat._local[node.pk].rfp, 0)
+    assert _beat(cred) is None  # the hooks asked to look again
     quickbeat.hooks_ran(node.pk, quickbeat._local[node.pk].rfp, time.time())
     assert _beat(cred) is not None
     quickbeat._state["intake"] = time.time() - settings.EULER_NODE_OFFLINE_AFTER
@@ -174,3 +174,26 @@ def test_a_heartbeat_sent_down_the_verifying_path_is_seen_at_arrival(quick):
     assert _beat(cred, _body(cpu_milli=16000)) is None  # a changed report: the verifying path writes the row
     assert quickbeat.flush_batch() == 1
     assert livestore.seen_many([node.pk])[node.pk] >= before
+
+
+def test_the_periodic_hooks_run_beside_a_reply_from_memory_and_what_they_find_comes_next_time(
+    quick, monkeypatch, settings
+):
+    node, cred = quick
+    ran = []
+
+    def inline(node_, body, rfp, now):  # the heartbeat thread's work, here and now
+        ran.append(node_.pk)
+        liveness.hooks_in_background(node_, body, rfp, now)
+
+    monkeypatch.setattr(quickbeat, "hooks_later", inline)
+    quickbeat._local[node.pk].hooks_at = time.time() - settings.EULER_NODE_HOOKS_EVERY - 1
+    assert _beat(cred) is not None and ran == [node.pk]  # answered now; the hooks ran beside it
+    assert _beat(cred) is not None and ran == [node.pk]  # not again within the period
+    monkeypatch.setattr(channel, "_heartbeat_hooks", [lambda n, hb: [protocol.Command(type="stop_attempt",
+                                                                                       attempt_id=7, reason="stale")]])  # fmt: skip
+    quickbeat._local[node.pk].hooks_at = time.time() - settings.EULER_NODE_HOOKS_EVERY - 1
+    assert _beat(cred) is not None  # this reply has no command yet ...
+    assert _beat(cred) is None  # ... the hooks found one: the next heartbeat takes the verifying path
+    reply = liveness.heartbeat(raw=cred, parse=_parser(_body()))
+    assert [c.attempt_id for c in reply.commands] == [7]
