@@ -139,6 +139,8 @@ class Agent:
         self.cred = ""
         self.interval = 5.0
         self.running: dict[int, str] = {}
+        self.approved_beat = asyncio.Event()  # set by each heartbeat reply that says approved
+        self.polling = False
         self.tasks: dict[int, asyncio.Task] = {}
         self.resources = {"cpu_milli": 4000, "memory_bytes": 8 << 30, "gpus": [], "docker_version": "sim"}
 
@@ -183,6 +185,8 @@ class Agent:
                 if status == 200:
                     reply = json.loads(payload)
                     self.interval = float(reply["heartbeat_interval"])
+                    if reply.get("approval") == "approved":
+                        self.approved_beat.set()
                     if measure[0]:
                         self.stats.hb_latency.append(loop.time() - due)
                     for command in reply.get("commands", []):
@@ -197,6 +201,11 @@ class Agent:
         from nodeagent.backoff import Backoff
 
         await polling.wait()
+        # As the agent does, it starts polling when a heartbeat tells it it is approved: the next one from now,
+        # so that 10,000 polls are spread over an interval rather than sent (and timed out) all at once.
+        self.approved_beat.clear()
+        await self.approved_beat.wait()
+        self.polling = True
         conn = Conn(self.host, self.port)
         backoff = Backoff()  # the agent's own: full jitter up to 60 s (a fixed retry would storm a busy server)
         while not stop.is_set():
@@ -291,6 +300,8 @@ async def _agents_main(url: str, tokens: list[tuple[str, str]], cfg: dict, inbox
             measure[0] = True
             stats.hb_latency.clear()
             stats.hb_errors.clear()
+        elif command == "polling?":
+            outbox.put(("polling", sum(a.polling for a in agents)))
         elif command == "snapshot":
             outbox.put(
                 ("snapshot", dict(stats.requests), dict(stats.runs), list(stats.hb_latency), dict(stats.hb_errors))
@@ -403,6 +414,13 @@ def simulate(url: str, *, nodes: int, jobs: int, hold: float, procs: int = 1, ru
         time.sleep(settle)
         rss_before = web.rss()
         tell("poll")
+        t_poll = time.time()
+        while time.time() - t_poll < 300:  # each agent starts at its next heartbeat: within one interval
+            time.sleep(2)
+            tell("polling?")
+            if sum(m[1] for m in hear("polling")) >= nodes:
+                break
+        out(f"  every agent polling {time.time() - t_poll:.0f} s after the go")
         time.sleep(settle)
         rss_after = web.rss()
         result["rss_before_polls"] = rss_before

@@ -125,19 +125,6 @@ def wake(node_id: int) -> None:
         log.warning("node wake-up for %s not sent: %s", node_id, type(exc).__name__)
 
 
-def wake_many(node_ids) -> None:
-    """`wake` for many nodes in one round trip."""
-    from euler.redis import client
-
-    try:
-        pipe = client().pipeline(transaction=False)
-        for node_id in node_ids:
-            pipe.publish(f"{WAKE_PREFIX}{node_id}", b"1")
-        pipe.execute()
-    except Exception as exc:  # noqa: BLE001 - Redis down must not fail the caller
-        log.warning("node wake-ups for %d nodes not sent: %s", len(node_ids), type(exc).__name__)
-
-
 class _Listener:
     """One pattern subscription per event loop, fanning wake-ups out to waiting polls."""
 
@@ -204,7 +191,9 @@ class _Listener:
                     if msg is not None and msg.get("type") == "message":
                         changed = livestore.parse_invalidation(msg.get("data"))
                         for node_id in changed:
-                            self._changed(node_id)  # approval, trust: what the providers see moved
+                            # Approval, trust: what a poll of a pending node was told may have moved. Not a
+                            # wake-up: a changed row gives a node no work (placement and stop orders wake it).
+                            self.quiet.pop(node_id, None)
                         quickbeat.refresh_later(quickbeat.invalidate(changed))  # read again, in bulk
                         continue
                     if msg is None or msg.get("type") != "pmessage":

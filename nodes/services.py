@@ -216,7 +216,7 @@ def node_approve(*, node: Node, by=None, trust: str | None = None, public_pool: 
 def node_approve_many(*, nodes, by=None, trust: str | None = None, public_pool: bool | None = None) -> list[Node]:
     """`node_approve` for many nodes in one transaction (the admin's bulk action, a pool enrolled at once): the
     same checks, events and audit records, but the rows in a few UPDATEs, and after the commit one
-    invalidation, one pipeline of wake-ups and one scheduling request rather than a round of each per node."""
+    invalidation and one scheduling request rather than a round of each per node."""
     locked = list(Node.objects.select_for_update().filter(pk__in=[n.pk for n in nodes]).order_by("pk"))
     for node in locked:
         _approve_fields(node, trust, public_pool)
@@ -236,7 +236,8 @@ def node_approve_many(*, nodes, by=None, trust: str | None = None, public_pool: 
 
         def after() -> None:
             liveness._bump_quietly(*ids)
-            channel.wake_many(ids)
+            # No wake-ups: an approval gives a node no work by itself, and the pass below wakes the nodes it
+            # places work on (waking thousands of polls only had each ask the database for nothing).
             node_available.send(sender=Node, node_id=ids[0])  # one scheduling pass looks at every node
 
         transaction.on_commit(after)
