@@ -13,7 +13,7 @@ class JobsConfig(AppConfig):
         from nodes import channel, signals
 
         channel.register_poll_provider(node_hooks.poll_provider)
-        channel.register_busy_provider(node_hooks.busy_nodes)
+        channel.register_busy_provider(node_hooks.poll_provider, node_hooks.busy_nodes)
         channel.register_heartbeat_hook(node_hooks.heartbeat_hook)
         signals.node_offline.connect(receivers.on_node_offline, dispatch_uid="jobs.node_offline")
         signals.node_available.connect(receivers.on_node_available, dispatch_uid="jobs.node_available")

@@ -44,7 +44,7 @@ HeartbeatHook = Callable[..., list[protocol.Command]]
 
 _poll_providers: list[PollProvider] = []
 _heartbeat_hooks: list[HeartbeatHook] = []
-_busy_providers: list[Callable[[], set[int]]] = []
+_busy_of: dict[Callable, Callable[[], set[int]]] = {}  # poll provider -> its snapshot of busy nodes
 
 
 def register_poll_provider(fn: PollProvider) -> PollProvider:
@@ -53,23 +53,22 @@ def register_poll_provider(fn: PollProvider) -> PollProvider:
     return fn
 
 
-def register_busy_provider(fn: Callable[[], set[int]]) -> Callable[[], set[int]]:
-    """`fn()`: the nodes a poll provider may have something for now (one query for all nodes). When every poll
+def register_busy_provider(provider: PollProvider, busy: Callable[[], set[int]]) -> None:
+    """`busy()`: the nodes `provider` may have something for now (one query for all nodes). When every poll
     provider has one, a web process takes this snapshot as its subscription starts, and the other nodes'
     first polls wait without asking the providers: a restarted web process is not asked N times at once."""
-    if fn not in _busy_providers:
-        _busy_providers.append(fn)
-    return fn
+    _busy_of[provider] = busy
 
 
 def busy_nodes() -> set[int] | None:
-    """The union of the busy providers' snapshots; None when a poll provider has none (then no snapshot)."""
-    if len(_busy_providers) < len(_poll_providers):
-        return None
-    busy: set[int] = set()
-    for fn in _busy_providers:
-        busy |= fn()
-    return busy
+    """The union of the poll providers' snapshots; None when one of them has none (then no snapshot)."""
+    found: set[int] = set()
+    for provider in _poll_providers:
+        busy = _busy_of.get(provider)
+        if busy is None:
+            return None
+        found |= busy()
+    return found
 
 
 def register_heartbeat_hook(fn: HeartbeatHook) -> HeartbeatHook:

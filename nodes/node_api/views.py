@@ -152,7 +152,8 @@ def _work_for(node_id: int, node: Node | None) -> channel.Work:
     if node is None:
         return channel.Work([], [])
     if node.approval != Approval.APPROVED:
-        return channel.Work([], [], quiet_until=math.inf)  # until approved: approval wakes the node
+        # Nothing while pending: the approval's invalidation ends this, and work placed later wakes the node.
+        return channel.Work([], [], quiet_until=math.inf)
     return channel.poll_work(node)
 
 

@@ -171,3 +171,8 @@ def test_an_approval_ends_a_pending_node_s_quiet(platform_node):
         await _until(lambda: node.pk not in listener.quiet)
 
     _in_loop(scenario)
+
+
+def test_no_snapshot_unless_every_poll_provider_has_one(provider):
+    """A provider that cannot name its busy nodes in one query leaves every first poll to ask it."""
+    assert channel.busy_nodes() is None
