@@ -9,6 +9,13 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 django_asgi = ASGIStaticFilesHandler(get_asgi_application())
 
+from django.conf import settings  # noqa: E402
+
+if settings.EULER_WEB_SWITCH_INTERVAL:
+    import sys
+
+    sys.setswitchinterval(settings.EULER_WEB_SWITCH_INTERVAL)
+
 from gateway.asgi import route_invoke  # noqa: E402
 
 django_asgi = route_invoke(django_asgi)  # agent invoke calls skip the middleware chain (see gateway/asgi.py)

@@ -32,6 +32,9 @@ EULER_NODE_DB_THREADS = env_int("EULER_NODE_DB_THREADS", 8, minimum=1, maximum=2
 # node changed or is not cached): apart from the database threads, so polls never hold them up. Each keeps a
 # database connection.
 EULER_NODE_BEAT_THREADS = env_int("EULER_NODE_BEAT_THREADS", 4, minimum=1, maximum=64)
+# The web process's GIL switch interval in seconds (sys.setswitchinterval); 0 keeps Python's 0.005. Shorter
+# lets the event loop (heartbeats, accepting connections) take the GIL back sooner from busy threads.
+EULER_WEB_SWITCH_INTERVAL = env_float("EULER_WEB_SWITCH_INTERVAL", 0.0, minimum=0.0)
 # Enrollment tokens: default and maximum lifetime in seconds.
 EULER_ENROLLMENT_TOKEN_TTL = env_int("EULER_ENROLLMENT_TOKEN_TTL", 3600, minimum=60, maximum=7 * 86400)
 EULER_ENROLLMENT_TOKEN_MAX_TTL = 7 * 86400
