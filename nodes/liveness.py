@@ -286,10 +286,9 @@ def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Hea
         return full_heartbeat(raw, parse, who)
     if found.rfp == "redis-down":
         lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
-        with _known_lock:
-            known = _known.get(lookup) if lookup else None
-        if known is not None:
-            return _write_through(raw, lookup, known, found.hb, who)
+        cached = known(lookup) if lookup else None
+        if cached is not None:
+            return _write_through(raw, lookup, cached, found.hb, who)
         return full_heartbeat(raw, lambda: found.hb, who)
     if found.node is None:
         return full_heartbeat(raw, lambda: found.hb, who)
