@@ -1,6 +1,9 @@
 """The node agent's loop: enroll once, heartbeat at the server's interval, long-poll for work, drive the executor.
 
 Threads: heartbeats, the long-poll, and a 200 ms executor tick; the main thread waits for SIGTERM/SIGINT.
+A signal wakes a thread blocked on a pipe that the signal itself writes to (`signal.set_wakeup_fd`), and that
+thread sets the stop: the kernel may deliver a signal to any thread, and a Python handler runs only when the main
+thread next executes bytecode, which a main thread blocked in `Event.wait()` never does.
 When the control plane is unreachable every loop backs off (capped, jittered) and the agent logs one line
 when the link goes down and one when it comes back. A refused credential (revoked, node rejected) stops
 the agent with exit code 78 so that systemd does not restart it in a loop.
@@ -25,6 +28,27 @@ log = logging.getLogger("euler.nodeagent")
 
 EXIT_CONFIG = 78  # EX_CONFIG: do not restart, a person must act
 TICK_SECONDS = 0.2
+
+
+def install_stop_signals(stop: threading.Event) -> None:
+    """From the main thread: SIGTERM and SIGINT set `stop`, whichever thread the kernel delivers them to.
+    The Python-level handler does nothing and takes no lock (an `Event.set()` there can deadlock against the
+    main thread inside `Event.wait()`); a second signal is as harmless as the first."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)  # set_wakeup_fd wants it; a full pipe already says "stop"
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: None)
+
+    def watch() -> None:
+        try:
+            got = os.read(read, 1)
+        except OSError:
+            got = b""
+        log.info("%s received", signal.Signals(got[0]).name if got else "a stop signal")
+        stop.set()
+
+    threading.Thread(target=watch, name="signals", daemon=True).start()
 
 
 class Fatal(Exception):
@@ -78,11 +102,11 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
 
 
 class Daemon:
-    def __init__(self, config: AgentConfig, *, probe=None, executor=None) -> None:
+    def __init__(self, config: AgentConfig, *, probe=None, executor=None, stop: threading.Event | None = None) -> None:
         from nodeagent.probe import Probe
 
         self.config = config
-        self.stop = threading.Event()
+        self.stop = stop or threading.Event()
         self.fatal: str | None = None
         self.probe = probe or Probe()
         state.ensure_dir(config.state_dir)
@@ -295,11 +319,6 @@ def main(env=None) -> int:
     except ConfigError as exc:
         log.error("configuration: %s", exc)
         return EXIT_CONFIG
-    daemon = Daemon(config)
-
-    def on_signal(signum, frame):
-        daemon.stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    return daemon.run()
+    stop = threading.Event()
+    install_stop_signals(stop)  # before the probe and the engine: a stop during start-up is a clean stop too
+    return Daemon(config, stop=stop).run()
