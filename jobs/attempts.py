@@ -25,7 +25,7 @@ from jobs.states import (
     retry_category,
     retry_delay,
 )
-from jobs.wakeups import schedule_on_commit, wake_on_commit
+from jobs.wakeups import request_pass_if_paced, schedule_on_commit, wake_on_commit
 from nodeagent import protocol
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,8 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
         )
         if updated == 1 and job.state == JobState.ASSIGNED:
             transitions.move(job, JobState.RUNNING, attempt=attempt, now=now)
+        if updated == 1:
+            transaction.on_commit(request_pass_if_paced)  # a place in the handover window is free
     else:
         outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
         extra = {"container_id": report.container_id} if report.container_id else {}

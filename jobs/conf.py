@@ -8,6 +8,9 @@ from euler.env import env_float, env_int
 EULER_SCHEDULER_INTERVAL = env_float("EULER_SCHEDULER_INTERVAL", 2.0, minimum=0.1)
 # Queued jobs locked and placed per transaction.
 EULER_SCHEDULER_BATCH = env_int("EULER_SCHEDULER_BATCH", 1000, minimum=1, maximum=100_000)
+# At most this many attempts per live web process handed to nodes and not yet started (0: no limit): the
+# scheduler paces a large queue by what the web tier answers instead of handing it all out at once.
+EULER_SCHEDULER_HANDOVER_WINDOW = env_int("EULER_SCHEDULER_HANDOVER_WINDOW", 100, minimum=0)
 # A job's disk (writable layer and whatever else it writes on the node) when the submission does not say.
 EULER_JOB_DEFAULT_DISK_BYTES = env_int("EULER_JOB_DEFAULT_DISK_BYTES", 10 * 1024**3, minimum=4 * 1024**2)
 # Automatic retry backoff: base * 2**retries_used seconds, capped.

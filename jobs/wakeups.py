@@ -16,7 +16,8 @@ SCHEDULE_TASK = "jobs.tasks.schedule"
 def redis_key(name: str) -> str:
     """Scheduler keys per database: deployments (or test runs) sharing a Redis do not block each other.
 
-    `lock`: one pass at a time; `dirty`: a pass was asked for; `requested`: a task is queued, not started.
+    `lock`: one pass at a time; `dirty`: a pass was asked for; `requested`: a task is queued, not started;
+    `paced`: the last pass left jobs queued because the handover window was full.
     """
     return f"euler:jobs:scheduler:{connection.settings_dict.get('NAME')}:{name}"
 
@@ -42,6 +43,31 @@ def request_pass() -> None:
         current_app.tasks[SCHEDULE_TASK].delay()
     except Exception as exc:  # noqa: BLE001 - the broker being down only delays placement to the next beat
         log.warning("scheduling pass not requested: %s", type(exc).__name__)
+
+
+def note_paced(paced: bool) -> None:
+    """The pass held placements back for the handover window (or no longer does). Never raises."""
+    try:
+        from euler.redis import client
+
+        if paced:
+            client().set(redis_key("paced"), 1, ex=60)  # beat's passes renew it while the window stays full
+        else:
+            client().delete(redis_key("paced"))
+    except Exception as exc:  # noqa: BLE001 - beat's next pass places them anyway
+        log.warning("scheduler pacing flag unavailable: %s", type(exc).__name__)
+
+
+def request_pass_if_paced() -> None:
+    """An attempt started, freeing a place in the handover window: a pass, if the last one was held back."""
+    try:
+        from euler.redis import client
+
+        if not client().exists(redis_key("paced")):
+            return
+    except Exception:  # noqa: BLE001 - beat's next pass places them anyway
+        return
+    request_pass()
 
 
 def schedule_on_commit() -> None:

@@ -246,6 +246,12 @@ def registration(budget: float, ttl: float, load: tuple[float, float] | None = N
     return [_text(m) for m in members], int(count)
 
 
+def web_processes(now: float) -> int:
+    """How many web processes are registered and live (each registers with its budget; see queue_registration)."""
+    members = client().zrangebyscore(f"{ns()}webs", f"({now!r}", "+inf")
+    return len({_text(m).rpartition("|")[0] for m in members})
+
+
 def web_loads(now: float, ttl: float) -> list[tuple[float, float]]:
     """(lag, heartbeats/s) of the web processes that reported within `ttl`; older reports are dropped."""
     key = f"{ns()}webload"

@@ -22,7 +22,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from euler import metrics
-from jobs import transitions
+from jobs import transitions, wakeups
 from jobs.models import Attempt, Job
 from jobs.scheduling import fairshare, policy
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
@@ -40,12 +40,14 @@ class PassStats:
     pending: int = 0
     batches: int = 0
     busy: bool = False  # another pass held the lock
+    paced: bool = False  # the handover window held placements back
 
     def add(self, other: PassStats) -> None:
         self.placed += other.placed
         self.pending += other.pending
         self.batches += other.batches
         self.busy = self.busy or other.busy
+        self.paced = self.paced or other.paced
 
 
 def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
@@ -249,6 +251,23 @@ def _refresh_counters(nodes: list[NodeSnapshot], stored: dict[int, tuple], added
             )
 
 
+def handover_allowance() -> int | None:
+    """How many attempts this pass may hand over (policy.handover_allowance); None: no limit."""
+    window = settings.EULER_SCHEDULER_HANDOVER_WINDOW
+    if window <= 0:
+        return None
+    from redis.exceptions import RedisError
+
+    from nodes import livestore
+
+    try:
+        webs = livestore.web_processes(time.time())
+    except RedisError:
+        webs = 1  # the registry is unreadable: pace as for one process
+    outstanding = Attempt.objects.filter(state=AttemptState.ASSIGNED).count()
+    return policy.handover_allowance(window=window, web_processes=webs, outstanding=outstanding)
+
+
 @transaction.atomic
 def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     stats = PassStats(batches=1)
@@ -276,19 +295,26 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
         reserve_after=settings.EULER_SCHEDULER_RESERVE_AFTER,
         held=held,
     )
-    placed = {p.job_id for p in plan.placements}
+    placements, pending = plan.placements, dict(plan.pending)
+    allowance = rows.get("allowance")
+    if allowance is not None:  # the handover window: the fairest first, the rest wait for nodes to start theirs
+        placements, paced = placements[:allowance], placements[allowance:]
+        pending.update(dict.fromkeys((p.job_id for p in paced), policy.REASON_PACED))
+        rows["allowance"] = allowance - len(placements)
+        stats.paced = bool(paced)
+    placed = {p.job_id for p in placements}
     held.update({node_id: snapshots[job_id] for job_id, node_id in plan.reservations.items() if job_id not in placed})
 
     by_id = {job.pk: job for job in jobs}
     names = {node.id: node.name for node in nodes}
     placed_jobs, attempts, added = [], [], {}
     numbers = dict(
-        Attempt.objects.filter(job_id__in=[p.job_id for p in plan.placements])
+        Attempt.objects.filter(job_id__in=[p.job_id for p in placements])
         .values("job_id")
         .annotate(n=Count("id"))
         .values_list("job_id", "n")
     )
-    for p in plan.placements:
+    for p in placements:
         job = by_id[p.job_id]
         placed_jobs.append(job)
         deadline = now.timestamp() + job.timeout_seconds + settings.EULER_JOB_TIMEOUT_GRACE
@@ -314,7 +340,7 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     if placed_jobs:
         transitions.assign_many(placed_jobs, attempts, now=now)
     by_reason: dict[str, list[int]] = {}
-    for job_id, reason in plan.pending.items():
+    for job_id, reason in pending.items():
         if by_id[job_id].pending_reason != reason[:1000]:
             by_reason.setdefault(reason[:1000], []).append(job_id)
     for reason, ids in by_reason.items():
@@ -322,7 +348,7 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     _refresh_counters(nodes, stored, added)
     woken = sorted(added)
     transaction.on_commit(lambda: wake_nodes(woken))
-    stats.placed, stats.pending = len(placed_jobs), len(plan.pending)
+    stats.placed, stats.pending = len(placed_jobs), len(pending)
     return stats
 
 
@@ -332,11 +358,17 @@ def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassSt
     stats, rows = PassStats(), {}
     started = time.perf_counter()
     order = queued_order()
+    if order:
+        rows["allowance"] = handover_allowance()
     for first in range(0, len(order), size):
+        if first and rows["allowance"] == 0:  # the window is full: the first batch says so, the rest keep their place
+            stats.paced = True
+            break
         got = _batch(now=now or timezone.now(), ids=order[first : first + size], rows=rows)
         stats.add(got)
         if got.busy:
             break
+    wakeups.note_paced(stats.paced)
     metrics.inc("euler_scheduling_passes_total")
     metrics.observe("euler_scheduling_pass_seconds", time.perf_counter() - started)
     if stats.placed:

@@ -43,6 +43,10 @@ UNLIMITED = 1 << 62
 GPU_WEIGHT = 8.0  # a free GPU counts like 8 cores in the spread score
 
 REASON_BACKOFF = "waiting for retry backoff"
+REASON_PACED = (
+    "waiting for nodes to start the attempts already handed to them "
+    "(the scheduler paces handovers: EULER_SCHEDULER_HANDOVER_WINDOW)"
+)
 
 # Static filters in reason order: (name, phrase for "N nodes ...").
 _STATIC = ("approval", "online", "draining", "pool", "min_trust", "secrets", "region", "labels", "egress")
@@ -458,6 +462,20 @@ def _blocking_reservations(state: _State, job: JobSnapshot, reserve_after: float
     shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
     whom = "older jobs" if older else f"jobs that have waited over {reserve_after or 0:g} s"
     return f"{len(names)} nodes reserved for {whom} ({shown})"
+
+
+def handover_allowance(*, window: int, web_processes: int, outstanding: int) -> int | None:
+    """How many attempts a scheduling pass may hand over now; None: no limit (`window` 0).
+
+    Handed over but not started, an attempt still costs the web tier its wake-up, its poll answer and its start
+    report, and a finished one its end report: placing a 20,000-job queue on 10,000 idle nodes at once would
+    queue that work, and the nodes' heartbeats behind it, faster than the web processes answer. So at most
+    `window` attempts per live web process are handed over and not yet started; each start frees a place. The
+    pace thus follows what the web tier actually answers (a slower tier starts attempts later), like a
+    sliding window."""
+    if window <= 0:
+        return None
+    return max(0, window * max(web_processes, 1) - outstanding)
 
 
 def place(
