@@ -35,22 +35,29 @@ def _action(name: str, description: str, fn):
     return action
 
 
+def _approve_action(name: str, description: str, trust: str, public_pool: bool):
+    """Approval of the selected nodes in one transaction (node_approve_many: a pool of thousands at once)."""
+
+    def action(modeladmin, request, queryset):
+        try:
+            done = services.node_approve_many(
+                nodes=list(queryset), by=request.user, trust=trust, public_pool=public_pool
+            )
+        except EulerError as exc:
+            modeladmin.message_user(request, exc.message, messages.ERROR)
+            return
+        if done:
+            modeladmin.message_user(request, f"{description}: {len(done)} node(s).", messages.SUCCESS)
+
+    action.__name__ = name
+    action.short_description = description
+    return action
+
+
 ACTIONS = [
-    _action(
-        "approve_platform",
-        "Approve as platform",
-        lambda n, u: services.node_approve(node=n, by=u, trust=TrustLevel.PLATFORM, public_pool=True),
-    ),
-    _action(
-        "approve_community",
-        "Approve as community (public pool)",
-        lambda n, u: services.node_approve(node=n, by=u, trust=TrustLevel.COMMUNITY, public_pool=True),
-    ),
-    _action(
-        "approve_untrusted",
-        "Approve as untrusted (owner project only)",
-        lambda n, u: services.node_approve(node=n, by=u, trust=TrustLevel.UNTRUSTED, public_pool=False),
-    ),
+    _approve_action("approve_platform", "Approve as platform", TrustLevel.PLATFORM, True),
+    _approve_action("approve_community", "Approve as community (public pool)", TrustLevel.COMMUNITY, True),
+    _approve_action("approve_untrusted", "Approve as untrusted (owner project only)", TrustLevel.UNTRUSTED, False),
     _action("reject", "Reject", lambda n, u: services.node_reject(node=n, by=u)),
     _action(
         "trust_platform",

@@ -78,6 +78,16 @@ def known(lookup: str) -> Known | None:
     return _known.get(lookup)
 
 
+def known_for(raw: str | None) -> tuple[str, Known] | None:
+    """The credential's lookup and this process's cached row for it, when the credential matches that row
+    (the hot paths' authentication without the database); None otherwise."""
+    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
+    cached = _known.get(lookup) if lookup else None
+    if cached is None or not tokens.matches(raw, cached.node.credential_digest):
+        return None
+    return lookup, cached
+
+
 def known_by_id(node_id: int) -> Known | None:
     lookup = _lookup_of.get(node_id)
     return _known.get(lookup) if lookup is not None else None
@@ -149,15 +159,20 @@ def _apply_registration(members: list, count: int) -> None:
     _registry.update(at=time.monotonic(), nodes=int(count), budget=policy.total_budget(members, own=own))
 
 
-def interval_now(*, jitter: float | None = None) -> float:
-    """The interval from what this process last learnt (no I/O): nodes known to Redis ÷ total live budget."""
+def interval_for(nodes: int, budget: float, *, jitter: float | None = None) -> float:
+    """policy.heartbeat_interval with this deployment's settings: `nodes` sharing `budget` heartbeats/s."""
     return policy.heartbeat_interval(
-        _registry["nodes"],
+        nodes,
         min_interval=settings.EULER_NODE_HEARTBEAT_MIN_INTERVAL,
-        budget=_registry["budget"] or settings.EULER_NODE_HEARTBEAT_BUDGET,
+        budget=budget or settings.EULER_NODE_HEARTBEAT_BUDGET,
         max_interval=settings.EULER_NODE_HEARTBEAT_MAX_INTERVAL,
         jitter=settings.EULER_NODE_HEARTBEAT_JITTER if jitter is None else jitter,
     )
+
+
+def interval_now(*, jitter: float | None = None) -> float:
+    """The interval from what this process last learnt (no I/O): nodes known to Redis ÷ total live budget."""
+    return interval_for(_registry["nodes"], _registry["budget"], jitter=jitter)
 
 
 def register_web() -> None:
@@ -240,13 +255,12 @@ def heartbeat(
 def fast_heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]):
     """The Redis-only part: a reply for a node this process knows and nothing changed; a `Later` when the
     full path or the hooks must run (database work, for another pool); None for a node it does not know."""
-    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
-    with _known_lock:
-        known = _known.get(lookup) if lookup else None
-    if known is None or not tokens.matches(raw, known.node.credential_digest):
+    found = known_for(raw)
+    if found is None:
         return None
+    lookup, cached = found
     hb = parse()
-    node = known.node
+    node = cached.node
     fields = _heartbeat_fields(hb, None)
     fp, rfp = policy.change_fingerprint(fields), _running_fp(hb)
     now = time.time()
@@ -254,18 +268,19 @@ def fast_heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]):
         if _registration_due():  # every few seconds per process: renew this process, learn the others
             register_web()
         interval = interval_now()
+        usage = quickbeat.usage_json(_usage(hb))
         pipe = livestore.client().pipeline(transaction=False)
-        livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=_usage(hb))
+        livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=usage)
         results = pipe.execute()
     except RedisError:
         log.warning("heartbeat: Redis did not answer; writing the node row instead")
         return Later(hb=hb, node=None, rfp="redis-down")
     state = livestore.decode_hash(results[0])
-    if state.get("v") != known.gen or (state.get("fp") or known.fp) != fp or not node.online:
+    if state.get("v") != cached.gen or (state.get("fp") or cached.fp) != fp or not node.online:
         _forget(lookup)
         return Later(hb=hb)
     previous = livestore.as_float(results[3])
-    quickbeat.wrote(node.pk, interval, quickbeat.usage_json(_usage(hb)), now)
+    quickbeat.wrote(node.pk, interval, usage, now)
     if previous is None or now - previous > settings.EULER_NODE_OFFLINE_AFTER / 2:
         return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval, gap=True, previous=previous)
     quickbeat.noted_intake(now)
@@ -398,13 +413,14 @@ def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who
     interval = next_interval() if redis_ok else interval_now()
     if redis_ok:
         try:
+            usage = quickbeat.usage_json(_usage(hb))
             pipe = livestore.client().pipeline(transaction=False)
-            livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=_usage(hb))
+            livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=usage)
             pipe.hset(livestore.node_key(node.pk), "fp", fp)
             previous = livestore.as_float(pipe.execute()[3])
             _note_resumed(now, previous)
             quickbeat.noted_intake(now)
-            quickbeat.wrote(node.pk, interval, quickbeat.usage_json(_usage(hb)), now)
+            quickbeat.wrote(node.pk, interval, usage, now)
         except RedisError:
             redis_ok = False
     commands = _run_hooks(reply_node, hb, _running_fp(hb), now)

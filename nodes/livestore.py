@@ -59,13 +59,14 @@ def as_float(value) -> float | None:
 
 
 # --- the heartbeat's round trip (sync and asyncio pipelines take the same commands) ---------------------
-def queue_beat(pipe, *, node_id: int, ts: float, interval: float, usage: dict) -> None:
-    """Results, in order: the node's hash before this beat, ZADD, HSET, the previous intake time."""
+def queue_beat(pipe, *, node_id: int, ts: float, interval: float, usage: str) -> None:
+    """Results, in order: the node's hash before this beat, ZADD, HSET, the previous intake time. `usage`: the
+    reported usage as JSON (quickbeat.usage_json)."""
     space = ns()
     key = f"{space}n:{node_id}"
     pipe.hgetall(key)
     pipe.zadd(f"{space}seen", {str(node_id): ts})
-    pipe.hset(key, mapping={"iv": interval, "u": json.dumps(usage, separators=(",", ":"))})
+    pipe.hset(key, mapping={"iv": interval, "u": usage})
     pipe.set(f"{space}intake", ts, get=True)
 
 

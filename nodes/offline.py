@@ -71,14 +71,11 @@ def _estimate_interval() -> float:
         members = [m.decode() for m in livestore.client().zrange(f"{livestore.ns()}webs", 0, -1)]
     except RedisError:
         members = []
+    from nodes import liveness  # liveness re-exports this module's mark_offline
+
     count = Node.objects.filter(online=True).count()
-    return policy.heartbeat_interval(
-        count,
-        min_interval=settings.EULER_NODE_HEARTBEAT_MIN_INTERVAL,
-        budget=policy.total_budget(members, own=settings.EULER_NODE_HEARTBEAT_BUDGET),
-        max_interval=settings.EULER_NODE_HEARTBEAT_MAX_INTERVAL,
-        jitter=0,
-    )
+    budget = policy.total_budget(members, own=settings.EULER_NODE_HEARTBEAT_BUDGET)
+    return liveness.interval_for(count, budget, jitter=0)
 
 
 def overload_allowance() -> float:

@@ -31,9 +31,7 @@ from django.conf import settings
 from django.db import connection
 from redis.exceptions import RedisError
 
-from euler import tokens
 from nodes import livestore, policy
-from nodes.auth import CREDENTIAL_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -206,11 +204,10 @@ def known_node(raw: str | None, loop):
         return None
     from nodes import liveness
 
-    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
-    known = liveness.known(lookup) if lookup else None
-    if known is None or known.node.approval == "rejected" or not tokens.matches(raw, known.node.credential_digest):
+    found = liveness.known_for(raw)
+    if found is None or found[1].node.approval == "rejected":
         return None
-    return known.node
+    return found[1].node
 
 
 def known_id(node_id: int, loop):
@@ -238,10 +235,10 @@ def heartbeat(*, raw: str | None, body: bytes, parse, loop) -> dict | None:
         return None
     from nodes import liveness
 
-    lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
-    known = liveness.known(lookup) if lookup else None
-    if known is None or not known.node.online or not tokens.matches(raw, known.node.credential_digest):
+    found = liveness.known_for(raw)
+    if found is None or not found[1].node.online:
         return None
+    known = found[1]
     now = time.time()
     if now - _state["intake"] > settings.EULER_NODE_OFFLINE_AFTER / 2:
         return None  # the first heartbeat after a quiet spell checks for a control-plane gap

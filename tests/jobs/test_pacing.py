@@ -78,13 +78,14 @@ def test_the_window_grows_with_the_live_web_processes(settings, submit, make_nod
     make_node(cpu_milli=64_000, memory_bytes=64 * 2**30)
     for _ in range(6):
         submit()
-    pipe = client().pipeline(transaction=False)
     now = time.time()
+    before = livestore.web_processes(now)  # this test process may have registered itself in an earlier test
+    pipe = client().pipeline(transaction=False)
     for proc in ("web-a", "web-b", "web-c"):
         pipe.zadd(f"{livestore.ns()}webs", {f"{proc}|250": now + 60})
     pipe.execute()
     try:
-        assert cycle.handover_allowance() == 6
+        assert cycle.handover_allowance() == 2 * (before + 3)
         assert schedule().placed == 6
     finally:
         client().zrem(f"{livestore.ns()}webs", *(f"{p}|250" for p in ("web-a", "web-b", "web-c")))
