@@ -138,6 +138,7 @@ class Agent:
         self.host, self.port = host, port
         self.cred = ""
         self.interval = 5.0
+        self.poll_wait = 25.0  # protocol.POLL_WAIT_SECONDS until a heartbeat reply says otherwise
         self.running: dict[int, str] = {}
         self.approved_beat = asyncio.Event()  # set by each heartbeat reply that says approved
         self.polling = False
@@ -185,6 +186,7 @@ class Agent:
                 if status == 200:
                     reply = json.loads(payload)
                     self.interval = float(reply["heartbeat_interval"])
+                    self.poll_wait = float(reply.get("poll_wait") or self.poll_wait)
                     if reply.get("approval") == "approved":
                         self.approved_beat.set()
                     if measure[0]:
@@ -210,7 +212,7 @@ class Agent:
         backoff = Backoff()  # the agent's own: full jitter up to 60 s (a fixed retry would storm a busy server)
         while not stop.is_set():
             try:
-                status, payload = await conn.request("POST", API + "poll", {"wait": 25}, self.auth())
+                status, payload = await conn.request("POST", API + "poll", {"wait": self.poll_wait}, self.auth())
                 self.stats.count("poll")
             except (OSError, ConnectionError, asyncio.IncompleteReadError):
                 await asyncio.sleep(backoff.next_delay())

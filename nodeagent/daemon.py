@@ -118,6 +118,7 @@ class Daemon:
         self.approval: str | None = None
         self.draining: bool | None = None
         self.interval = 5.0
+        self.poll_wait = float(protocol.POLL_WAIT_SECONDS)  # the server's heartbeat replies may lengthen it
         self.approved = threading.Event()
 
     # --- enrollment ------------------------------------------------------------------------------
@@ -209,6 +210,8 @@ class Daemon:
         )
         self._set_approval(reply.approval, reply.draining)
         self.interval = reply.heartbeat_interval
+        if reply.poll_wait is not None:
+            self.poll_wait = min(max(reply.poll_wait, 1.0), protocol.POLL_WAIT_MAX_SECONDS)
         for command in reply.commands:
             self.executor.handle_command(command)
         return reply
@@ -237,13 +240,9 @@ class Daemon:
         while not self.stop.is_set():
             if not self.approved.wait(1.0):
                 continue
+            wait = self.poll_wait
             try:
-                data = self.client.call(
-                    "POST",
-                    protocol.PATH_POLL,
-                    {"wait": protocol.POLL_WAIT_SECONDS},
-                    timeout=protocol.POLL_WAIT_SECONDS + 15,
-                )
+                data = self.client.call("POST", protocol.PATH_POLL, {"wait": wait}, timeout=wait + 15)
                 reply = protocol.PollReply.model_validate(data)
                 backoff.reset()
             except Unreachable as exc:

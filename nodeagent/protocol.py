@@ -21,7 +21,8 @@ PATH_POLL = "poll"  # POST; long-poll held up to POLL_WAIT_SECONDS, answered at 
 PATH_ATTEMPT_REPORT = "attempts/{attempt_id}/report"
 PATH_ATTEMPT_LOGS = "attempts/{attempt_id}/logs"
 
-POLL_WAIT_SECONDS = 25
+POLL_WAIT_SECONDS = 25  # the long-poll's wait until a heartbeat reply says otherwise (`poll_wait`)
+POLL_WAIT_MAX_SECONDS = 300  # the longest wait a poll may ask for (and a server may tell)
 MAX_LOG_CHUNK_BYTES = 64 * 1024  # raw output bytes in one chunk
 MAX_LOG_BATCH_CHUNKS = 64
 # The largest log request body, in bytes of `encode_json` output: the agent sizes its batches against it and
@@ -127,6 +128,8 @@ class HeartbeatReply(Lenient):
     draining: bool = False
     heartbeat_interval: float
     commands: list[Command] = Field(default_factory=list)
+    # The wait the agent's long-polls ask for from now on (seconds); absent from older servers: POLL_WAIT_SECONDS.
+    poll_wait: float | None = None
 
 
 # --- work -----------------------------------------------------------------------------------
@@ -148,7 +151,7 @@ class Assignment(Lenient):
 
 
 class PollRequest(Strict):
-    wait: float = Field(default=POLL_WAIT_SECONDS, ge=0, le=60)
+    wait: float = Field(default=POLL_WAIT_SECONDS, ge=0, le=POLL_WAIT_MAX_SECONDS)
 
 
 class PollReply(Lenient):

@@ -24,6 +24,10 @@ EULER_NODE_OFFLINE_MISSED = env_int("EULER_NODE_OFFLINE_MISSED", 3, minimum=2)
 # this often. Heartbeat hooks (database reads) run at least this often per node, or when its work changed.
 EULER_NODE_SEEN_FLUSH_EVERY = env_float("EULER_NODE_SEEN_FLUSH_EVERY", 5.0, minimum=0.5)
 EULER_NODE_HOOKS_EVERY = env_float("EULER_NODE_HOOKS_EVERY", 120.0, minimum=0.0)
+# The longest long-poll wait nodes are told (seconds). The wait follows the heartbeat interval (never below the
+# protocol's 25 s), so that idle polls cost no more requests than heartbeats; keep it under the read timeout of
+# any HTTP proxy in front of the web processes (nginx: 60 s).
+EULER_NODE_POLL_WAIT_MAX = env_float("EULER_NODE_POLL_WAIT_MAX", 55.0, minimum=1.0)
 # Client networks allowed to call the node endpoints over plain HTTP (CIDRs); everyone else needs HTTPS.
 EULER_NODE_HTTP_ALLOWED_NETWORKS = env_list("EULER_NODE_HTTP_ALLOWED_NETWORKS", ["127.0.0.0/8", "::1/128"])
 # Threads (per web process) that do the database work of heartbeats and polls; each keeps a connection.

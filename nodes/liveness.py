@@ -224,9 +224,19 @@ def _running_fp(hb: protocol.Heartbeat) -> str:
 usage, running_fp = _usage, _running_fp
 
 
+def poll_wait_for(interval: float) -> float:
+    """policy.poll_wait with this deployment's settings."""
+    cap = min(settings.EULER_NODE_POLL_WAIT_MAX, protocol.POLL_WAIT_MAX_SECONDS)
+    return policy.poll_wait(interval, floor=protocol.POLL_WAIT_SECONDS, cap=cap)
+
+
 def _reply(node: Node, interval: float, commands) -> protocol.HeartbeatReply:
     return protocol.HeartbeatReply(
-        approval=node.approval, draining=node.draining, heartbeat_interval=interval, commands=list(commands)
+        approval=node.approval,
+        draining=node.draining,
+        heartbeat_interval=interval,
+        commands=list(commands),
+        poll_wait=poll_wait_for(interval),
     )
 
 

@@ -60,6 +60,13 @@ def heartbeat_interval(
     return round(base * (1 - spread), 3)
 
 
+def poll_wait(interval: float, *, floor: float, cap: float) -> float:
+    """The long-poll wait a node is told: its heartbeat interval, so that idle polls (one request per wait) cost
+    no more than heartbeats and follow the same nodes ÷ budget; never below `floor` (the protocol's default),
+    never above `cap` (an HTTP proxy's read timeout)."""
+    return round(min(max(floor, interval), cap), 3)
+
+
 def offline_window(interval: float | None, *, offline_after: float, missed: int) -> float:
     """How long a node may stay silent before it is offline: EULER_NODE_OFFLINE_AFTER, or `missed` of the
     node's own heartbeat intervals when that is longer (a node told to beat every 20 s is not late at 30 s)."""

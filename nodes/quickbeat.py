@@ -226,7 +226,15 @@ def usage_json(usage: dict) -> str:
 
 def reply(node, interval: float) -> dict:
     """`protocol.HeartbeatReply(...).model_dump(mode="json")` with no commands, built directly."""
-    return {"approval": node.approval, "draining": node.draining, "heartbeat_interval": interval, "commands": []}
+    from nodes.liveness import poll_wait_for
+
+    return {
+        "approval": node.approval,
+        "draining": node.draining,
+        "heartbeat_interval": interval,
+        "commands": [],
+        "poll_wait": poll_wait_for(interval),
+    }
 
 
 def heartbeat(*, raw: str | None, body: bytes, parse, loop) -> dict | None:

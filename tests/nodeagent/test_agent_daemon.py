@@ -44,6 +44,7 @@ def test_the_daemon_enrolls_keeps_its_credential_and_heartbeats(live_server, tmp
     assert (tmp_path / "st" / "credential").read_text().startswith("euler_node_")
     reply = d.heartbeat_once()
     assert reply.approval == "pending" and d.approval == "pending"
+    assert d.poll_wait == reply.poll_wait == protocol.POLL_WAIT_SECONDS  # the server's wait for its long-polls
     node = Node.objects.get(name="d1")
     assert node.online and node.cpu_milli == 2000
 

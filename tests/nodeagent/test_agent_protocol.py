@@ -63,7 +63,8 @@ def test_a_command_names_its_attempt_and_a_known_type():
 def test_poll_waits_are_bounded():
     assert protocol.PollRequest().wait == protocol.POLL_WAIT_SECONDS
     with pytest.raises(ValidationError):
-        protocol.PollRequest(wait=61)
+        protocol.PollRequest(wait=protocol.POLL_WAIT_MAX_SECONDS + 1)
+    assert protocol.PollRequest(wait=protocol.POLL_WAIT_MAX_SECONDS).wait == protocol.POLL_WAIT_MAX_SECONDS
 
 
 def test_one_chunk_of_the_worst_output_always_fits_a_log_request():

@@ -213,6 +213,37 @@ def test_the_heartbeat_reply_carries_the_interval_from_the_live_budget(known_nod
     assert heartbeat(cred).json()["heartbeat_interval"] == pytest.approx(100)
 
 
+def test_the_poll_wait_follows_the_interval_between_the_protocol_default_and_the_cap(known_node, heartbeat, settings):
+    settings.EULER_NODE_HEARTBEAT_BUDGET = 1
+    settings.EULER_NODE_HEARTBEAT_JITTER = 0
+    settings.EULER_NODE_HEARTBEAT_MAX_INTERVAL = 600
+    settings.EULER_NODE_POLL_WAIT_MAX = 55
+    _, cred = known_node
+    liveness._registry["at"] = -1e9
+    reply = heartbeat(cred).json()
+    assert reply["heartbeat_interval"] == pytest.approx(5) and reply["poll_wait"] == 25  # never below the default
+    pipe = livestore.client().pipeline()
+    for i in range(39):
+        pipe.zadd(f"{livestore.ns()}seen", {str(10**9 + i): time.time()})
+    pipe.execute()
+    liveness._registry["at"] = -1e9
+    reply = heartbeat(cred).json()
+    assert reply["heartbeat_interval"] == pytest.approx(40) and reply["poll_wait"] == pytest.approx(40)
+    for i in range(39, 99):
+        livestore.client().zadd(f"{livestore.ns()}seen", {str(10**9 + i): time.time()})
+    liveness._registry["at"] = -1e9
+    assert heartbeat(cred).json()["poll_wait"] == 55  # at most the cap (a proxy's read timeout)
+
+
+def test_the_pure_poll_wait():
+    from nodes import policy
+
+    assert policy.poll_wait(3, floor=25, cap=55) == 25
+    assert policy.poll_wait(40, floor=25, cap=55) == 40
+    assert policy.poll_wait(400, floor=25, cap=55) == 55
+    assert policy.poll_wait(40, floor=25, cap=20) == 20  # an operator's cap below the default wins
+
+
 def test_with_redis_down_a_known_node_heartbeat_writes_the_row_as_before(known_node, heartbeat, monkeypatch):
     from redis.exceptions import ConnectionError as RedisConnectionError
 

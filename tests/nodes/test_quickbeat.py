@@ -52,7 +52,9 @@ def test_a_known_node_reporting_nothing_new_is_answered_from_memory(quick, monke
         m.setattr(livestore, "client", _down)  # no Redis either
         reply = _beat(cred)
     assert reply is not None
-    expected = protocol.HeartbeatReply(approval="approved", heartbeat_interval=reply["heartbeat_interval"])
+    expected = protocol.HeartbeatReply(
+        approval="approved", heartbeat_interval=reply["heartbeat_interval"], poll_wait=reply["poll_wait"]
+    )
     assert reply == expected.model_dump(mode="json")
     assert livestore.seen_many([node.pk]).get(node.pk, 0) < before  # not written yet: it waits for the batch
     assert quickbeat.flush_batch() == 1
