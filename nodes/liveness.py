@@ -252,6 +252,7 @@ class Later:
     interval: float = 0.0
     gap: bool = False  # heartbeats came back after none for a while (or into an emptied Redis)
     previous: float | None = None  # the newest heartbeat before this one, when known
+    redis_down: bool = False  # Redis did not answer: write the row (through the cached one when there is one)
 
 
 def heartbeat(
@@ -284,7 +285,7 @@ def fast_heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]):
         results = pipe.execute()
     except RedisError:
         log.warning("heartbeat: Redis did not answer; writing the node row instead")
-        return Later(hb=hb, node=None, rfp="redis-down")
+        return Later(hb=hb, redis_down=True)
     state = livestore.decode_hash(results[0])
     if state.get("v") != cached.gen or (state.get("fp") or cached.fp) != fp or not node.online:
         _forget(lookup)
@@ -309,7 +310,7 @@ def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Hea
         return found
     if found is None:
         return full_heartbeat(raw, parse, who)
-    if found.rfp == "redis-down":
+    if found.redis_down:
         lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
         cached = known(lookup) if lookup else None
         if cached is not None:

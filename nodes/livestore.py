@@ -186,8 +186,10 @@ def usage_many(node_ids: list[int]) -> dict[int, dict]:
 def born(now: float) -> float:
     """When this Redis began holding liveness; starts the clock now if it had not (an emptied Redis)."""
     key = f"{ns()}born"
-    client().set(key, now, nx=True)
-    return as_float(client().get(key)) or now
+    pipe = client().pipeline(transaction=False)  # one round trip (SET NX GET needs Redis 7)
+    pipe.set(key, now, nx=True)
+    pipe.get(key)
+    return as_float(pipe.execute()[1]) or now
 
 
 def note_born(now: float) -> None:

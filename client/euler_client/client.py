@@ -7,6 +7,7 @@ Job logs come from the websocket `/ws/jobs/{id}/logs/`; a dropped connection is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -73,14 +74,20 @@ class Client:
         self.close()
 
     # --- HTTP ------------------------------------------------------------------------------------
-    def request(self, method: str, path: str, **kwargs) -> httpx.Response:
-        """One API call; an error answer raises its typed error, a server that does not answer ConnectionFailed."""
+    @contextlib.contextmanager
+    def reaching(self):
+        """A server that does not answer becomes ConnectionFailed (`timeout` or `unreachable`)."""
         try:
-            response = self._http.request(method, path, **kwargs)
+            yield
         except httpx.TimeoutException:
             raise ConnectionFailed(f"{self.url} did not answer in time", code="timeout") from None
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"cannot reach {self.url}: {_reason(exc)}", code="unreachable") from None
+
+    def request(self, method: str, path: str, **kwargs) -> httpx.Response:
+        """One API call; an error answer raises its typed error, a server that does not answer ConnectionFailed."""
+        with self.reaching():
+            response = self._http.request(method, path, **kwargs)
         if response.status_code >= 400:
             raise _error(response)
         return response
@@ -332,12 +339,8 @@ class _Invocation:
         timeout = httpx.Timeout(self.client._http.timeout.connect, read=self.timeout) if self.timeout else None
         extra = {"timeout": timeout} if timeout else {"timeout": httpx.Timeout(30.0, read=None)}
         self._cm = self.client._http.stream(self.method, self.url, **self.kwargs, **extra)
-        try:
+        with self.client.reaching():
             response = self._cm.__enter__()
-        except httpx.TimeoutException:
-            raise ConnectionFailed(f"{self.client.url} did not answer in time", code="timeout") from None
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(f"cannot reach {self.client.url}: {_reason(exc)}", code="unreachable") from None
         if response.status_code >= 400 and _is_euler_error(response):
             response.read()
             self._cm.__exit__(None, None, None)

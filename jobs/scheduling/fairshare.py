@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from jobs.scheduling.snapshots import PLATFORM, NodeSnapshot
+from jobs.scheduling.snapshots import NodeSnapshot
 
 Vector = tuple[float, float, float]  # CPU millicores, memory bytes, GPUs
 ZERO: Vector = (0.0, 0.0, 0.0)
@@ -29,7 +29,7 @@ def pool_capacity(nodes: Iterable[NodeSnapshot]) -> tuple[Vector, dict[int, Vect
         if not (node.approved and node.online and not node.draining):
             continue
         total = (float(node.cpu_milli), float(node.memory_bytes), float(len(node.gpu_uuids)))
-        if node.trust == PLATFORM or (node.trust == "community" and node.public_pool):
+        if node.shared:
             shared = _add(shared, total)
         elif node.owner_project_id is not None:
             own[node.owner_project_id] = _add(own.get(node.owner_project_id, ZERO), total)

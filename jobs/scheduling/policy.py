@@ -75,7 +75,7 @@ def _static_reject(node: NodeSnapshot, job: JobSnapshot) -> str | None:
     if job.pool == POOL_OWN:
         if not own:
             return "pool"
-    elif not (own or node.trust == PLATFORM or (node.trust == "community" and node.public_pool)):
+    elif not (own or node.shared):
         return "pool"
     if job.min_trust == PLATFORM and node.trust != PLATFORM:
         return "min_trust"
@@ -366,7 +366,7 @@ class _Fair:
 
     __slots__ = ("weight", "held", "recent", "capacity", "dominant", "share")
 
-    def __init__(self, project_id: int, limit: ProjectLimit | None, capacity: fairshare.Vector) -> None:
+    def __init__(self, limit: ProjectLimit | None, capacity: fairshare.Vector) -> None:
         self.weight = limit.weight if limit is not None and limit.weight > 0 else 1.0
         self.held = list(limit.held) if limit is not None else [0.0, 0.0, 0.0]
         self.recent = limit.recent if limit is not None else None
@@ -498,7 +498,7 @@ def place(
     for job in jobs:
         queues.setdefault(job.project_id, []).append(job)
     shared, own = fairshare.pool_capacity(state.nodes)
-    fair = {pid: _Fair(pid, projects.get(pid), fairshare.capacity_for(pid, shared, own)) for pid in queues}
+    fair = {pid: _Fair(projects.get(pid), fairshare.capacity_for(pid, shared, own)) for pid in queues}
     entitled = fairshare.entitlements({pid: f.weight for pid, f in fair.items()})
     if held:
         index = {node.id: i for i, node in enumerate(state.nodes)}

@@ -28,6 +28,13 @@ class NodeSnapshot:
     disk_bytes: int | None = None  # None: the node does not report disk (an older agent); not counted
     gpu_uuids: tuple[str, ...] = ()  # in device index order
     runs_networked: bool = True  # False: its agent could not install its egress rules and refuses networked jobs
+
+    @property
+    def shared(self) -> bool:
+        """In the shared pool that every project's `pool: any` jobs may use (the same rule in SQL: the fair-share
+        figures in jobs.selectors)."""
+        return self.trust == PLATFORM or (self.trust == "community" and self.public_pool)
+
     used_cpu_milli: int = 0  # held by active attempts
     used_memory_bytes: int = 0
     used_disk_bytes: int = 0
