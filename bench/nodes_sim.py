@@ -601,6 +601,7 @@ def main() -> int:
         help="enrollments/s over all processes (default: as fast as the server takes them)",
     )
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="platform setting")
+    ap.add_argument("--keep-logs", metavar="DIR", help="copy the platform's process logs here when it stops")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="euler-sim-") as tmp:
@@ -632,6 +633,8 @@ def main() -> int:
         finally:
             if platform is not None:
                 platform.stop()
+                if args.keep_logs:
+                    platform.collect(Path(args.keep_logs))
         report(r)
     return 0
 

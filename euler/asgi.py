@@ -11,6 +11,10 @@ django_asgi = ASGIStaticFilesHandler(get_asgi_application())
 
 from django.conf import settings  # noqa: E402
 
+from euler import gcwatch  # noqa: E402
+
+gcwatch.install()
+
 if settings.EULER_WEB_SWITCH_INTERVAL:
     import sys
 

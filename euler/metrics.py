@@ -28,6 +28,10 @@ HISTOGRAMS = {
         "Duration of a scheduling pass",
         (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
     ),
+    "euler_gc_pause_seconds": (
+        "Garbage collector pauses of the web process, by generation",
+        (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+    ),
     "euler_gateway_latency_seconds": (
         "Gateway time to first byte from upstream",
         (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),

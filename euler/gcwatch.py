@@ -1,0 +1,43 @@
+"""The garbage collector's pauses in a web process: a histogram, and a warning line for a long one.
+
+A web process holding thousands of long-polls keeps millions of objects alive, and a full (generation 2)
+collection walks all of them while the event loop waits. `install()` times every collection through
+`gc.callbacks`; `/metrics` shows `euler_gc_pause_seconds{generation=…}` and the log says when one pause
+passed WARN_SECONDS, so that a heartbeat latency spike can be told from the collector's.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+
+from euler import metrics
+
+log = logging.getLogger(__name__)
+
+WARN_SECONDS = 0.1
+
+_started: list[float] = [0.0]
+
+
+def _callback(phase: str, info: dict) -> None:
+    if phase == "start":
+        _started[0] = time.perf_counter()
+        return
+    took = time.perf_counter() - _started[0]
+    generation = info.get("generation", 0)
+    metrics.observe("euler_gc_pause_seconds", took, generation=str(generation))
+    if took >= WARN_SECONDS:
+        log.warning(
+            "garbage collection (generation %s) paused this process for %.0f ms (%d objects collected)",
+            generation,
+            took * 1000,
+            info.get("collected", 0),
+        )
+
+
+def install() -> None:
+    """Idempotent: one callback per process."""
+    if _callback not in gc.callbacks:
+        gc.callbacks.append(_callback)
