@@ -39,3 +39,5 @@ application = ProtocolTypeRouter(
         "websocket": websocket_application(URLRouter(websocket_urlpatterns)),
     }
 )
+
+gcwatch.tune(settings.EULER_WEB_GC_FULL_AFTER)  # everything is imported: freeze it, and collect fully less often

@@ -41,3 +41,16 @@ def install() -> None:
     """Idempotent: one callback per process."""
     if _callback not in gc.callbacks:
         gc.callbacks.append(_callback)
+
+
+def tune(full_after: int) -> None:
+    """For a web process once it has started: full collections rarer (`full_after` generation-1 collections
+    between two looks, besides Python's own rule that the long-lived objects grew by a quarter; 0 keeps
+    Python's default), and what start-up built (modules, Django, the URL conf) frozen out of every later
+    collection. Cycles still die young in generations 0 and 1; what survives into the oldest generation
+    waits longer for its collection."""
+    if full_after > 0:
+        first, second, _ = gc.get_threshold()
+        gc.set_threshold(first, second, full_after)
+    gc.collect()
+    gc.freeze()

@@ -39,6 +39,10 @@ EULER_NODE_BEAT_THREADS = env_int("EULER_NODE_BEAT_THREADS", 4, minimum=1, maxim
 # The web process's GIL switch interval in seconds (sys.setswitchinterval); 0 keeps Python's 0.005. Shorter
 # lets the event loop (heartbeats, accepting connections) take the GIL back sooner from busy threads.
 EULER_WEB_SWITCH_INTERVAL = env_float("EULER_WEB_SWITCH_INTERVAL", 0.0, minimum=0.0)
+# The web process's third garbage-collector threshold (gc.set_threshold): generation-1 collections between two
+# looks at a full collection (Python's default 10; 0 keeps it). A full collection walks every object, and with
+# 10,000 held long-polls that paused the event loop for 0.2–1 s every 5–25 s (euler_gc_pause_seconds).
+EULER_WEB_GC_FULL_AFTER = env_int("EULER_WEB_GC_FULL_AFTER", 10_000, minimum=0)
 # Enrollment tokens: default and maximum lifetime in seconds.
 EULER_ENROLLMENT_TOKEN_TTL = env_int("EULER_ENROLLMENT_TOKEN_TTL", 3600, minimum=60, maximum=7 * 86400)
 EULER_ENROLLMENT_TOKEN_MAX_TTL = 7 * 86400

@@ -22,3 +22,17 @@ def test_every_collection_is_timed_and_a_long_one_is_logged(monkeypatch, caplog)
         assert "garbage collection (generation 2) paused this process for" in caplog.text
     finally:
         gc.callbacks.remove(gcwatch._callback)
+
+
+def test_a_web_process_freezes_its_start_up_and_collects_fully_less_often():
+    before = gc.get_threshold()
+    try:
+        gcwatch.tune(12_345)
+        assert gc.get_threshold() == (before[0], before[1], 12_345)
+        assert gc.get_freeze_count() > 0  # the modules and settings: out of every later collection
+        gcwatch.tune(0)  # 0 keeps the threshold
+        assert gc.get_threshold()[2] == 12_345
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
