@@ -35,4 +35,3 @@ def test_a_web_process_freezes_its_start_up_and_collects_fully_less_often():
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
-
