@@ -311,10 +311,9 @@ def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Hea
     if found is None:
         return full_heartbeat(raw, parse, who)
     if found.redis_down:
-        lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
-        cached = known(lookup) if lookup else None
-        if cached is not None:
-            return _write_through(raw, lookup, cached, found.hb, who)
+        mine = known_for(raw)
+        if mine is not None:
+            return _write_through(raw, *mine, found.hb, who)
         return full_heartbeat(raw, lambda: found.hb, who)
     if found.node is None:
         return full_heartbeat(raw, lambda: found.hb, who)

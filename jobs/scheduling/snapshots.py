@@ -29,16 +29,16 @@ class NodeSnapshot:
     gpu_uuids: tuple[str, ...] = ()  # in device index order
     runs_networked: bool = True  # False: its agent could not install its egress rules and refuses networked jobs
 
+    used_cpu_milli: int = 0  # held by active attempts
+    used_memory_bytes: int = 0
+    used_disk_bytes: int = 0
+    used_gpus: frozenset[str] = frozenset()
+
     @property
     def shared(self) -> bool:
         """In the shared pool that every project's `pool: any` jobs may use (the same rule in SQL: the fair-share
         figures in jobs.selectors)."""
         return self.trust == PLATFORM or (self.trust == "community" and self.public_pool)
-
-    used_cpu_milli: int = 0  # held by active attempts
-    used_memory_bytes: int = 0
-    used_disk_bytes: int = 0
-    used_gpus: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
