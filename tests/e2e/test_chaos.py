@@ -151,7 +151,7 @@ class Chaos:
         # Either order happens: the worker checks for silent nodes before any host is back, or only after.
         worker_late = self.rng.random() < 0.5
         print(f"chaos: restart with the worker {'after' if worker_late else 'before'} the first agent", flush=True)
-        for name in ("web",) if worker_late else ("web", "worker", "beat"):
+        for name in ("web",) if worker_late else ("web", "worker", "worker-bg", "beat"):
             p.procs[name].start()
         p.wait_for(lambda: answers(p.url), "web answers /readyz again", timeout=60)
         for i, name in enumerate(self.nodes):
@@ -161,6 +161,7 @@ class Chaos:
             if worker_late and not i:
                 time.sleep(1)
                 p.procs["worker"].start()
+                p.procs["worker-bg"].start()
                 p.procs["beat"].start()
 
     def cleanup(self) -> None:
