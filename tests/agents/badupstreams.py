@@ -66,6 +66,8 @@ class BadUpstreams:
                 answer = b"x"
         except (ConnectionError, OSError):
             self.client_gone += 1
+        except asyncio.CancelledError:
+            pass  # stopping: end quietly (asyncio's stream callback would print the cancellation)
         finally:
             self.open -= 1
             self._tasks.discard(asyncio.current_task())
