@@ -148,6 +148,22 @@ def register_bad_agents(project, urls: list[str]) -> None:
         agent_create(project=project, fields=fields, instances=[{"base_url": u} for u in chunk])
 
 
+def settle(node_name: str, timeout: float = 20) -> None:
+    import docker
+
+    from nodeagent import protocol
+
+    client = docker.from_env()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not client.containers.list(all=True, filters={"label": f"{protocol.LABEL_NODE}={node_name}"}):
+                return
+            time.sleep(0.5)
+    finally:
+        client.close()
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
@@ -193,7 +209,7 @@ def main() -> None:
             bad_proc, urls = start_bad_upstreams(args.loris, args.flood)
             register_bad_agents(project, urls)
             platform.wait_for(
-                lambda: not AgentInstance.objects.filter(last_check_at=None).exists(),
+                lambda: not AgentInstance.objects.filter(agent__project=project, last_check_at=None).exists(),
                 "every bad instance checked once",
                 timeout=120,
             )
@@ -208,8 +224,9 @@ def main() -> None:
                 every=0.1,
             )
             detected = event.created_at.timestamp() - killed_at
-            unhealthy = AgentInstance.objects.filter(health=Health.UNHEALTHY).count()
-            checked = AgentInstance.objects.exclude(last_check_at=None).count()
+            mine = AgentInstance.objects.filter(agent__project=project)
+            unhealthy = mine.filter(health=Health.UNHEALTHY).count()
+            checked = mine.exclude(last_check_at=None).count()
             sampler.done.set()
             sampler.join(5)
 
@@ -258,6 +275,7 @@ def main() -> None:
                     bad_proc.kill()
                     bad_proc.wait()
             http.close()
+            settle(names["runner"])  # the agent removes its last containers before it is stopped
             platform.stop()
 
 
