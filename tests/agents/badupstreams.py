@@ -50,6 +50,9 @@ class BadUpstreams:
             with contextlib.suppress(asyncio.LimitOverrunError, asyncio.IncompleteReadError, ValueError):
                 await reader.readuntil(b"\r\n\r\n")
             if mode == "flood":
+                # A small send buffer: the flood stops when the client stops reading, rather than copying
+                # megabytes into loopback buffers on every check (the bench's machine is shared with it).
+                writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, len(_CHUNK))
                 writer.write(_HEAD)
                 while True:
                     writer.write(_CHUNK)
