@@ -195,7 +195,7 @@ def main() -> None:
     bad_proc = None
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
         platform, http, project, names = boot(Path(tmp), env)
-        sampler = RssSampler({n: platform.procs[n].pid for n in ("worker", "worker-bg")})
+        sampler = RssSampler({n: platform.procs[n].pid for n in ("worker-control", "worker")})
         sampler.start()
         try:
             from agents.models import AgentInstance, Health
@@ -261,7 +261,7 @@ def main() -> None:
                 print(
                     f"  peak RSS, {phase:<8}: "
                     + ", ".join(
-                        f"{n} {sampler.peaks.get((phase, n), 0) / 2**20:.0f} MiB" for n in ("worker", "worker-bg")
+                        f"{n} {sampler.peaks.get((phase, n), 0) / 2**20:.0f} MiB" for n in ("worker-control", "worker")
                     )
                 )
             print(f"  periodic runs skipped (single-flight): {skipped_runs() or 'none'}")

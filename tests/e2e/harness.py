@@ -8,7 +8,7 @@
     platform.restart_agent("n1")       # same state dir, no token: uses the stored credential
     platform.stop()                    # kills everything it started
 
-Two workers, as `make up` starts them: `worker` serves the control queue (scheduling, liveness) and `worker-bg`
+Two workers, as `make up` starts them: `worker-control` serves the control queue (scheduling, liveness) and `worker`
 the health and maintenance queues (euler/taskpolicy.py).
 
 What it gives the processes: the test database (the `transactional_db` data is visible to them;
@@ -244,7 +244,7 @@ class Platform:
                                "--port", str(self.port), "--no-access-log", "--log-level", "warning",
                                "--timeout-graceful-shutdown", "3"])  # fmt: skip
         if worker:
-            # As `make up` runs them: `worker` serves the control queue alone, `worker-bg` health and maintenance.
+            # As `make up` runs them: `worker-control` serves the control queue alone, `worker` health and maintenance.
             for name, argv in worker_commands(PY, loglevel="info", concurrency=self.worker_concurrency):
                 self.spawn(name, [*argv, "--without-gossip", "--without-mingle"])
         if beat:

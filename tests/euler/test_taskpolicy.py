@@ -85,7 +85,7 @@ def test_make_up_and_the_harness_start_a_worker_for_the_control_queue_alone():
 
     commands = dict(worker_commands("python"))
     queues = {name: argv[argv.index("-Q") + 1].split(",") for name, argv in commands.items()}
-    assert queues == {"worker": [CONTROL], "worker-bg": [HEALTH, MAINTENANCE]}
+    assert queues == {"worker-control": [CONTROL], "worker": [HEALTH, MAINTENANCE]}
     assert len({argv[argv.index("-n") + 1] for argv in commands.values()}) == 2
 
 
