@@ -22,6 +22,7 @@ COUNTERS = {
     "euler_invocations_total": "Agent invocations relayed by the gateway",
     "euler_log_bytes_total": "Job log bytes stored",
     "euler_scheduling_passes_total": "Scheduling passes run",
+    "euler_tasks_skipped_total": "Periodic task runs skipped because the previous run was still going",
 }
 HISTOGRAMS = {
     "euler_scheduling_pass_seconds": (
