@@ -9,17 +9,16 @@ from euler_client import __version__
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The console script: run the command, flush what it wrote, exit with its status (a normal exit: every
+    stream and connection is closed by then, no thread is left to wait for)."""
     status = run(sys.argv[1:] if argv is None else argv)
-    if argv is not None:
-        sys.exit(status)
-    # The console script: everything is written (files by os.write and os.replace, streams flushed here), so
-    # skip the interpreter's teardown of every imported module, which costs more than some commands take.
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except BrokenPipeError:
+        _silence_stdout()
         status = status or 141
-    os._exit(status)
+    sys.exit(status)
 
 
 def run(args: list[str]) -> int:
