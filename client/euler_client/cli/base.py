@@ -8,30 +8,8 @@ from __future__ import annotations
 
 import click
 
+from euler_client.cli.state import State
 from euler_client.parse import ParseError, parse_bytes, parse_cpu, parse_duration
-
-
-class State:
-    """What every command shares: the chosen profile, and one client made on first use."""
-
-    def __init__(self, profile: str | None):
-        self.profile = profile
-        self._client = None
-
-    def client(self):
-        if self._client is None:
-            from euler_client.client import Client
-            from euler_client.config import resolve
-
-            settings = resolve(profile=self.profile)
-            self._client = Client(settings.url, settings.api_key)
-        return self._client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
 
 pass_state = click.make_pass_decorator(State)
 
