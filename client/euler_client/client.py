@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING
-from urllib.parse import urlencode
 
 from euler_client.answers import USER_AGENT, error_for, reason
 from euler_client.errors import ConnectionFailed
 from euler_client.jobs import Jobs, LogChunk
+from euler_client.query import query
 from euler_client.resources import Agents, Keys, Nodes, sse_events
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
     import httpx
 
@@ -172,7 +172,7 @@ class LightClient(Client):
     def request(self, method: str, path: str, *, params: dict | None = None, json: object = None) -> _Answer:
         import json as json_module
 
-        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        target = self._prefix + path + (f"?{query(params)}" if params else "")
         body = json_module.dumps(json).encode() if json is not None else None
         try:
             answer = _Answer(*self._wire.request(method, target, body))

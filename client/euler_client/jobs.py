@@ -8,12 +8,12 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-from urllib.parse import urlencode
 
 from euler_client.answers import USER_AGENT, reason
 from euler_client.errors import ConnectionFailed, EulerError
+from euler_client.query import query as encode
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
     from euler_client.client import Client
 
@@ -85,7 +85,7 @@ class Jobs:
         delay = 0.2
         while True:
             query = {"after_seq": last_seq, "attempt": attempt} if last_seq is not None else {}
-            url = self.c.websocket_url(f"/ws/jobs/{job_id}/logs/") + (f"?{urlencode(query)}" if query else "")
+            url = self.c.websocket_url(f"/ws/jobs/{job_id}/logs/") + (f"?{encode(query)}" if query else "")
             if os.environ.get("EULER_DEBUG"):
                 sys.stderr.write(f"euler: debug: connecting to {url}\n")
             try:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from euler_client.answers import error_for
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
     import httpx
 
@@ -44,19 +43,19 @@ class Agents:
         return self.c.pages("agents")
 
     def get(self, name: str) -> dict:
-        return self.c.get(f"agents/{quote(name, safe='')}")
+        return self.c.get(f"agents/{_quoted(name)}")
 
     def create(self, body: dict | None = None, **fields) -> dict:
         return self.c.post("agents", {**(body or {}), **fields})
 
     def update(self, name: str, **fields) -> dict:
-        return self.c.patch(f"agents/{quote(name, safe='')}", fields)
+        return self.c.patch(f"agents/{_quoted(name)}", fields)
 
     def delete(self, name: str) -> None:
-        self.c.delete(f"agents/{quote(name, safe='')}")
+        self.c.delete(f"agents/{_quoted(name)}")
 
     def stats(self, name: str, window: str = "1h") -> dict:
-        return self.c.get(f"agents/{quote(name, safe='')}/stats", window=window)
+        return self.c.get(f"agents/{_quoted(name)}/stats", window=window)
 
     def invoke(self, name: str, path: str = "", *, method: str = "POST", json_body: object = None,
                content: bytes | str | None = None, headers: dict | None = None, timeout: float | None = None):  # fmt: skip
@@ -65,7 +64,7 @@ class Agents:
         with client.agents.invoke("chat", "v1/chat", json_body={...}) as r:
             for event in sse_events(r): ...
         """
-        url = f"agents/{quote(name, safe='')}/invoke/{path.lstrip('/')}"
+        url = f"agents/{_quoted(name)}/invoke/{path.lstrip('/')}"
         kwargs: dict = {"headers": headers or {}}
         if json_body is not None:
             kwargs["json"] = json_body
@@ -142,3 +141,9 @@ class Keys:
 
     def revoke(self, key_id: int) -> None:
         self.c.delete(f"api-keys/{int(key_id)}")
+
+
+def _quoted(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")
