@@ -89,7 +89,7 @@ def p90(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--pairs", "--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     args = parser.parse_args()
     if not EULER.exists():
