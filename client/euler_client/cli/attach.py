@@ -101,6 +101,9 @@ class Attach:
             elif kind == "attempt":
                 self.say(f"job {self.job_id}: attempt {message.get('attempt')} started")
             elif kind == "end":
+                if message.get("state") == "succeeded":  # exit 0: no need to read the job again
+                    self.say(f"job {self.job_id} succeeded")
+                    return 0
                 break
             elif message is None and not self.quiet and self.shown[:1] == ("queued",):
                 if time.monotonic() - self.pending_read_at >= PENDING_REFRESH_S:
