@@ -11,11 +11,17 @@ turns so that drift hits all alike:
   the job read until it shows `succeeded` (polled every 10 ms): the server's own path, without the CLI.
 Prints the medians (and p90), the ratios to docker, and the CPU time (user + sys) of the euler process
 (getrusage of the children), with `euler --version` and `python -c pass` for scale.
+
+`--before DIR` adds, in each round, `euler run` with PYTHONPATH=DIR: an older client under the same load, e.g.
+    git archive 07f023c client | tar -x -C /tmp/before && .venv/bin/python bench/cli.py --before /tmp/before/client
+The client packages are byte-compiled first, as `pip install` leaves them (PYTHONDONTWRITEBYTECODE=1 would
+otherwise make every start compile them again).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import statistics
@@ -91,13 +97,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", "--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--before", metavar="DIR", help="a directory holding an older euler_client, run beside")
     args = parser.parse_args()
     if not EULER.exists():
         raise SystemExit(f"{EULER} is missing: pip install -e ./client")
+    import euler_client
     from job_latency import boot
+
+    compileall.compile_dir(Path(euler_client.__file__).parent, quiet=1)
+    if args.before:
+        compileall.compile_dir(Path(args.before) / "euler_client", quiet=1)
 
     figures: dict[str, list[float]] = {"docker run --rm": [], "euler run": [], "server path (API)": []}
     cpu: dict[str, list[float]] = {"euler run": [], "euler --version": [], "python -c pass": []}
+    if args.before:
+        figures["euler run (before)"], cpu["euler run (before)"] = [], []
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
         platform, http, key = boot(Path(tmp))
         env = {**os.environ, "HOME": tmp, "EULER_URL": platform.url, "EULER_API_KEY": key}
@@ -106,7 +120,12 @@ def main() -> None:
                 docker_s, _ = timed(DOCKER)
                 euler_s, euler_cpu = timed(CLI, env)
                 server_s = server_path(http)
+                if args.before:
+                    before_s, before_cpu = timed(CLI, {**env, "PYTHONPATH": args.before})
                 if i >= args.warmup:
+                    if args.before:
+                        figures["euler run (before)"].append(before_s)
+                        cpu["euler run (before)"].append(before_cpu)
                     figures["docker run --rm"].append(docker_s)
                     figures["euler run"].append(euler_s)
                     figures["server path (API)"].append(server_s)
