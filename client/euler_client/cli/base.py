@@ -47,6 +47,8 @@ class NounGroup(click.Group):
         self.default = default
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.resilient_parsing:  # shell completion: offer the verbs, not the default's options
+            return super().parse_args(ctx, args)
         if not args or (args[0].startswith("-") and args[0] not in ctx.help_option_names):
             args = [self.default, *args]
         return super().parse_args(ctx, args)
