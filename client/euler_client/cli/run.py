@@ -9,7 +9,7 @@ import click
 
 from euler_client.cli.attach import run_job
 from euler_client.cli.base import BYTES, CPU, DURATION, pass_state
-from euler_client.cli.runargs import RUN_OPTIONS
+from euler_client.cli.runargs import RUN_OPTIONS, run_request
 from euler_client.jobrequest import RunRequest
 from euler_client.parse import (
     ParseError,
@@ -19,7 +19,6 @@ from euler_client.parse import (
     parse_env,
     parse_env_file,
     parse_labels,
-    parse_list,
 )
 
 
@@ -79,24 +78,17 @@ def run(state, **options) -> int:
 
     The first Ctrl-C cancels the job and waits for its end; a second one detaches.
     """
-    return run_job(state.client(), run_request(**options))
+    return run_job(state.client(), _request(options))
 
 
-def run_request(*, job_file, image, command, labels, env, env_file, retry_on, cpu, memory, gpus, disk, timeout,
-                retries, **rest) -> RunRequest:  # fmt: skip
-    """The command line's values, read (job file, env file, labels) into one typed request."""
-    if command[:1] == ("--",):  # `IMAGE -- CMD`: once IMAGE is read, click leaves the `--` in the command
-        command = command[1:]
-    file_body = _load_job_file(job_file) if job_file else None
-    if not image and not (file_body or {}).get("image"):
+def _request(values: dict) -> RunRequest:
+    """The command line's values, with the files they name read, into one typed request (click's errors)."""
+    file_body = _load_job_file(values["job_file"]) if values["job_file"] else None
+    if not values["image"] and not (file_body or {}).get("image"):
         raise click.UsageError("Missing argument 'IMAGE' (or -f FILE)")
     try:
-        node_selector = parse_labels(labels)
+        node_selector = parse_labels(values["labels"])
     except ParseError as exc:
         raise click.BadParameter(str(exc), param_hint="'--label'") from None
-    return RunRequest(
-        image=image, command=tuple(command), file_body=file_body, cpu_milli=cpu, memory_bytes=memory,
-        gpu_count=gpus, disk_bytes=disk, timeout_seconds=timeout, max_retries=retries,
-        retry_on=parse_list(retry_on) if retry_on is not None else None, node_selector=node_selector,
-        env=_env(env, env_file), **rest,
-    )  # fmt: skip
+    env = _env(values["env"], values["env_file"])
+    return run_request(values, node_selector=node_selector, env=env, file_body=file_body)

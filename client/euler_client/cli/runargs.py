@@ -88,7 +88,7 @@ def fast_run(args: list[str]) -> int | None:
     if values is None:
         return None
     try:
-        request = _request(values)
+        request = run_request(values, node_selector=parse_labels(values["labels"]), env=parse_env(values["env"]))
     except ParseError:
         return None
     from euler_client.cli.attach import run_job
@@ -101,16 +101,18 @@ def fast_run(args: list[str]) -> int | None:
         state.close()
 
 
-def _request(values: dict):
+def run_request(values: dict, *, node_selector: dict, env: dict, file_body: dict | None = None):
+    """The typed request from the values of RUN_OPTIONS (as parsed by click or by fast_parse), with what was
+    read from them (labels, env, the job file) given apart."""
     from euler_client.jobrequest import RunRequest
 
-    command = values["command"][1:] if values["command"][:1] == ("--",) else values["command"]
+    command = values["command"][1:] if values["command"][:1] == ("--",) else values["command"]  # `IMAGE -- CMD`
     return RunRequest(
-        image=values["image"], command=command, name=values["name"], cpu_milli=values["cpu"],
-        memory_bytes=values["memory"], gpu_count=values["gpus"], disk_bytes=values["disk"],
+        image=values["image"], command=tuple(command), file_body=file_body, name=values["name"],
+        cpu_milli=values["cpu"], memory_bytes=values["memory"], gpu_count=values["gpus"], disk_bytes=values["disk"],
         timeout_seconds=values["timeout"], max_retries=values["retries"],
         retry_on=parse_list(values["retry_on"]) if values["retry_on"] is not None else None,
-        region=values["region"], node_selector=parse_labels(values["labels"]), env=parse_env(values["env"]),
-        pool=values["pool"], min_trust=values["min_trust"], priority=values["priority"], network=values["network"],
+        region=values["region"], node_selector=node_selector, env=env, pool=values["pool"],
+        min_trust=values["min_trust"], priority=values["priority"], network=values["network"],
         detach=values["detach"], quiet=values["quiet"], as_json=values["as_json"],
     )  # fmt: skip
