@@ -24,9 +24,11 @@ up: $(STAMP) $(CLIENT_STAMP)
 test: $(STAMP) $(CLIENT_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# lint-imports: the import contracts of .importlinter (docs/architecture.md); the client's package is under client/.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHONPATH=client $(VENV)/bin/lint-imports --no-cache
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
