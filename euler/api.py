@@ -65,6 +65,13 @@ def check_access(request, rule, body_fields=()) -> None:
         raise Forbidden(refused[1], code=refused[0])
 
 
+def require_owner(request) -> None:
+    """Owner-only, for code that decides inside a view; routes declare `access` instead (quotas/access.py)."""
+    from quotas.access import owner
+
+    check_access(request, owner())
+
+
 class HasProject(permissions.BasePermission):
     """Authenticated by API key or session, acting within a project, with the role the view declares
     for the method (`access`, see quotas/access.py). A view that declares nothing is owner-only."""
