@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import secrets
 from datetime import timedelta
@@ -244,6 +245,14 @@ STATIC_ROOT = DATA_DIR / "static"
 # --- Euler ----------------------------------------------------------------------------------
 EULER_METRICS_TOKEN = env_secret("EULER_METRICS_TOKEN")
 EULER_AUTH_FAILURES_PER_MINUTE = env_int("EULER_AUTH_FAILURES_PER_MINUTE", 30, minimum=0)
+EULER_AUTH_FAILURES_PER_ADDRESS_PER_MINUTE = env_int("EULER_AUTH_FAILURES_PER_ADDRESS_PER_MINUTE", 600, minimum=0)
+EULER_LOGIN_FAILURES_PER_15_MINUTES = env_int("EULER_LOGIN_FAILURES_PER_15_MINUTES", 10, minimum=0)
+EULER_TRUSTED_PROXIES = env_list("EULER_TRUSTED_PROXIES", [])
+for _cidr in EULER_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"EULER_TRUSTED_PROXIES: {_cidr!r} is not an address or CIDR") from None
 EULER_PUBLIC_URL = env_str("EULER_PUBLIC_URL", "http://127.0.0.1:8000")
 EULER_FREE_QUOTA_CPU_CORE_SECONDS = env_int("EULER_FREE_QUOTA_CPU_CORE_SECONDS", 360_000, minimum=0)
 EULER_FREE_QUOTA_GPU_SECONDS = env_int("EULER_FREE_QUOTA_GPU_SECONDS", 36_000, minimum=0)
