@@ -8,6 +8,7 @@ gauges computed from the database at scrape time. Names are declared once below.
 from __future__ import annotations
 
 import atexit
+import sys
 import logging
 import threading
 from collections import defaultdict, deque
@@ -123,6 +124,8 @@ def _run() -> None:
 
 def _ensure_flusher() -> None:
     global _flusher
+    if sys.is_finalizing():  # no thread can start now; the atexit flush has run
+        return
     if _flusher is None or not _flusher.is_alive():
         with _lock:
             if _flusher is None or not _flusher.is_alive():
