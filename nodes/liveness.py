@@ -329,7 +329,7 @@ def _write_through(raw: str, lookup: str, known: Known, hb: protocol.Heartbeat, 
     on every cached fact the reply depends on (credential, online, approval, draining, pinned GPUs); when one
     changed it matches nothing and the full path runs (it needs Redis for the rate limit: 5xx until it is back)."""
     node = copy.copy(known.node)
-    fields = _heartbeat_fields(hb, timezone.now())
+    fields = policy.pin_capacity(_heartbeat_fields(hb, timezone.now()), policy.approved_capacity(node))
     gpus_moved = policy.gpus_moved(node, fields["gpus"])
     updated = 0
     if not gpus_moved:
@@ -340,6 +340,7 @@ def _write_through(raw: str, lookup: str, known: Known, hb: protocol.Heartbeat, 
             approval=node.approval,
             draining=node.draining,
             gpu_fingerprint=node.gpu_fingerprint,
+            **_pinned_as(node),
         ).update(**fields)
     if updated != 1:
         _forget(lookup)
@@ -462,16 +463,21 @@ def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = Fa
     UPDATE, or a locked transition (back online, GPU set changed) with an event and a signal after commit.
     Returns the node as it now is, and the change fingerprint."""
     now = timezone.now()
-    fields = _heartbeat_fields(hb, now)
-    fp = policy.change_fingerprint(fields)
+    reported = _heartbeat_fields(hb, now)
+    fp = policy.change_fingerprint(reported)  # of what the node reports: the fast path compares the same
+    fields = policy.pin_capacity(reported, policy.approved_capacity(node))
     gpus_moved = policy.gpus_moved(node, fields["gpus"])
     came_back = not node.online
-    changed = fp != _row_fingerprint(node, fields)
+    changed = policy.change_fingerprint(fields) != _row_fingerprint(node, fields)
     if gpus_moved or came_back:
         with transaction.atomic():
-            _transition(node, fields, gpus_moved=gpus_moved, came_back=came_back)
+            fields = _transition(node, reported, gpus_moved=gpus_moved, came_back=came_back)
     elif changed or force_write:
-        updated = Node.objects.filter(pk=node.pk).exclude(approval=Approval.REJECTED).update(**fields)
+        # Conditional on the pinned capacity it was clamped to: an approval in between matches nothing, and
+        # the node's next heartbeat (its cached row invalidated) writes it again under the new figures.
+        updated = (
+            Node.objects.filter(pk=node.pk, **_pinned_as(node)).exclude(approval=Approval.REJECTED).update(**fields)
+        )
         if updated == 1 and changed:
             _changed_quietly(node.pk)
         if updated == 1 and changed and node.approval == Approval.APPROVED:
@@ -483,8 +489,10 @@ def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = Fa
     return node, fp
 
 
-def _transition(node: Node, fields: dict, *, gpus_moved: bool, came_back: bool) -> None:
+def _transition(node: Node, reported: dict, *, gpus_moved: bool, came_back: bool) -> dict:
+    """Returns the reported fields as written (under the locked row's pinned capacity)."""
     locked = Node.objects.select_for_update().get(pk=node.pk)
+    fields = written = policy.pin_capacity(reported, policy.approved_capacity(locked))
     if gpus_moved and locked.approval == Approval.APPROVED:
         what = policy.describe_gpu_change(locked.gpus, fields["gpus"])
         fields = {**fields, "approval": Approval.PENDING}
@@ -502,6 +510,12 @@ def _transition(node: Node, fields: dict, *, gpus_moved: bool, came_back: bool) 
             send_on_commit(node_available, locked.pk)
     Node.objects.filter(pk=locked.pk).update(**fields)
     transaction.on_commit(lambda: _bump_quietly(locked.pk))  # other processes drop their copy
+    return written
+
+
+def _pinned_as(node: Node) -> dict:
+    """The filter that matches the row only while its pinned capacity is the one `node` holds."""
+    return {f"approved_{key}": value for key, value in policy.approved_capacity(node).items()}
 
 
 def _changed_quietly(node_id: int) -> None:

@@ -130,6 +130,40 @@ def resource_fields(res) -> dict:
     }
 
 
+PINNED = ("cpu_milli", "memory_bytes", "disk_bytes")  # capacity figures pinned at approval
+
+
+def approved_capacity(node) -> dict:
+    """The figures the operator approved ({field: figure or None}: None is not pinned)."""
+    return {key: getattr(node, f"approved_{key}") for key in PINNED}
+
+
+def pin_capacity(fields: dict, approved: dict) -> dict:
+    """The row's fields for a report under the capacity pinned at approval: a figure at or below the approved one
+    is used as reported (a lender may always offer less); one above it is held at the approved figure and waits
+    in `pending_capacity` for an operator. An unknown figure (None: an agent that cannot read its disk) is not
+    less than an approved one, which stands. Nothing pinned: the report as it is."""
+    out = dict(fields)
+    pending = {}
+    for key in PINNED:
+        ceiling = approved.get(key)
+        if ceiling is None or key not in fields:
+            continue
+        reported = fields[key]
+        if reported is None:
+            out[key] = ceiling
+        elif reported > ceiling:
+            out[key] = ceiling
+            pending[key] = reported
+    out["pending_capacity"] = pending
+    return out
+
+
+def capacity_to_pin(node) -> dict:
+    """What approving a node's capacity pins: what it reports now, pending figures included."""
+    return {key: (node.pending_capacity or {}).get(key, getattr(node, key)) for key in PINNED}
+
+
 def gpus_moved(node, gpus: list[dict]) -> bool:
     """An approved node whose reported GPU set is not the one approved (pinned): it goes back to pending."""
     return bool(node.approval == "approved" and node.gpu_fingerprint and gpu_fingerprint(gpus) != node.gpu_fingerprint)

@@ -168,7 +168,8 @@ def _changed(node: Node) -> None:
     transaction.on_commit(lambda: channel.wake(node.pk))
 
 
-_APPROVAL_FIELDS = ["trust", "public_pool", "approval", "approved_at", "gpu_fingerprint"]
+_APPROVAL_FIELDS = ["trust", "public_pool", "approval", "approved_at", "gpu_fingerprint", *policy.PINNED]
+_APPROVAL_FIELDS += [f"approved_{key}" for key in policy.PINNED] + ["pending_capacity"]
 
 
 def _approve_fields(node: Node, trust: str | None, public_pool: bool | None) -> None:
@@ -181,6 +182,11 @@ def _approve_fields(node: Node, trust: str | None, public_pool: bool | None) -> 
             "An untrusted node cannot join the public pool; make it community first.", code="untrusted_not_public"
         )
     node.public_pool = public_pool
+    if node.approval != Approval.APPROVED:  # approving a node pins what it reports; re-approving keeps the pin
+        for key, value in policy.capacity_to_pin(node).items():
+            setattr(node, key, value)
+            setattr(node, f"approved_{key}", value)
+        node.pending_capacity = {}
     node.approval = Approval.APPROVED
     node.approved_at = timezone.now()
     node.gpu_fingerprint = policy.gpu_fingerprint(node.gpus)
