@@ -164,6 +164,23 @@ def capacity_to_pin(node) -> dict:
     return {key: (node.pending_capacity or {}).get(key, getattr(node, key)) for key in PINNED}
 
 
+def heartbeat_fields(hb, now) -> dict:
+    """The node row's fields a heartbeat (`protocol.Heartbeat`) reports; the change fingerprint is computed over
+    the same dict (online is not among them: only nodes/transitions.py writes it)."""
+    return {"last_heartbeat_at": now, "agent_version": hb.agent_version, **resource_fields(hb.resources)}
+
+
+def usage(hb) -> dict:
+    """What a heartbeat says of live use (to Redis, never the row)."""
+    gpus = [{"uuid": g.uuid, "utilization": g.utilization, "memory_used_bytes": g.memory_used_bytes}
+            for g in hb.resources.gpus]  # fmt: skip
+    return {"gpus": gpus, "running": len(hb.running)}
+
+
+def running_fp(hb) -> str:
+    return running_fingerprint([(r.attempt_id, r.state) for r in hb.running])
+
+
 def gpus_moved(node, gpus: list[dict]) -> bool:
     """An approved node whose reported GPU set is not the one approved (pinned): it goes back to pending."""
     return bool(node.approval == "approved" and node.gpu_fingerprint and gpu_fingerprint(gpus) != node.gpu_fingerprint)
