@@ -5,8 +5,13 @@ credential is checked against the cached row, the last-seen time, the interval h
 usage go to Redis, and the reply comes from the cached row. The full path (`full_heartbeat`, in a database
 thread) runs when the process does not know the node, when its row changed (approval, draining, credential,
 online: the generation in Redis moved), when what the node reports changed (the change fingerprint), or when
-Redis does not answer (then the row is written every time, as before). `last_heartbeat_at` trails Redis by
-a batch flush (`flush_seen`); offline detection is in offline.py.
+Redis does not answer (then the row is written every time, as before).
+
+Beside it, one module per responsibility, none importing this one: the interval handed out (cadence.py), the
+cached rows and their invalidation (memory.py), what this process learnt of each node's beats (beatmemo.py),
+the other apps' hooks (beathooks.py), last-seen times and their batch flush (lastseen.py), the offline sweep
+(offline.py), the answer from memory on the event loop (quickbeat.py), and every change of a node's state,
+online included (transitions.py).
 """
 
 from __future__ import annotations

@@ -153,3 +153,17 @@ def test_a_heartbeat_cannot_add_a_label(approved_4_cores, node_client):
     assert r.status_code == 400 and r.json()["code"] == "invalid_heartbeat"
     node.refresh_from_db()
     assert node.labels == {}
+
+
+def test_the_approvenode_command_approves_the_pending_capacity(approved_4_cores, heartbeat):
+    import io
+
+    from django.core.management import call_command
+
+    node, cred = approved_4_cores
+    heartbeat(cred, cpu_milli=8000)
+    out = io.StringIO()
+    call_command("approvenode", node.name, "--capacity", stdout=out)
+    assert "cpu_milli 8000, pending capacity none" in out.getvalue()
+    node.refresh_from_db()
+    assert (node.cpu_milli, node.approved_cpu_milli) == (8000, 8000)
