@@ -8,8 +8,8 @@ gauges computed from the database at scrape time. Names are declared once below.
 from __future__ import annotations
 
 import atexit
-import sys
 import logging
+import sys
 import threading
 from collections import defaultdict, deque
 
