@@ -4,7 +4,10 @@ Nodes are not scanned per job. Nodes that share every attribute the static filte
 in a max-heap by spread score; a job checks the static filters once per class (cached per eligibility key)
 and takes the best top of its eligible classes' heaps. A placement re-scores one node (a new heap entry; the
 old one is dropped lazily by version), and a shape that found no room in a class is remembered so that
-equal or larger jobs skip it. Capacity only shrinks within a pass, which keeps both shortcuts exact. The
+equal or larger jobs skip it (and, per eligibility key, the same shape skips every class). Capacity only
+shrinks within a pass, and a consumed reservation frees nothing (its job takes exactly what it kept back),
+which keeps these shortcuts exact. A class whose heap top already ranks below the best node found for a
+job is not searched. The
 cost per placement grows with the number of distinct node classes a job may use, not with the number of nodes.
 """
 
@@ -38,7 +41,7 @@ class Relevant:
     """
 
     def __init__(self, jobs: list[JobSnapshot]) -> None:
-        self.label_keys = frozenset(k for job in jobs for k, _ in job.node_selector)
+        self.label_keys = frozenset({k for job in jobs if job.node_selector for k, _ in job.node_selector})
         self.regions = frozenset(job.region for job in jobs if job.region)
         self.projects = frozenset(job.project_id for job in jobs)
         self._labels: dict[frozenset, frozenset] = {}  # nodes share label sets: project each set once
@@ -110,19 +113,21 @@ class Capacity:
         self.version = [0] * len(nodes)
         self.node_class: list[NodeClass] = []
         self.classes = self._classes(relevant)  # in order of their lowest node id: deterministic
-        self.eligible: dict[tuple, tuple[list[NodeClass], list[NodeClass]]] = {}
+        self.eligible: dict[tuple, tuple[list[NodeClass], list[NodeClass], set[Shape]]] = {}  # see _eligible
+        self.rejects: dict[tuple, list[str | None]] = {}  # per eligibility key: each class's static reason
         self.reserved: dict[int, Reservation] = {}  # node index -> the job it is held for
 
     def _classes(self, relevant: Relevant) -> list[NodeClass]:
         by_key: dict[tuple, NodeClass] = {}
-        append_class, class_key, entry = self.node_class.append, relevant.class_key, self.entry
+        append_class, class_key = self.node_class.append, relevant.class_key
+        cpu, mem, gpus = self.cpu, self.mem, self.gpus
         for i, node in enumerate(self.nodes):
             key = class_key(node)
             cls = by_key.get(key)
             if cls is None:
                 cls = by_key[key] = NodeClass(node)
             cls.members.append(i)
-            cls.entries.append(entry(i))
+            cls.entries.append((-spread(cpu[i], mem[i], len(gpus[i])), node.id, i, 0))  # entry(i), at version 0
             append_class(cls)
         for cls in by_key.values():
             heapq.heapify(cls.entries)
@@ -134,15 +139,28 @@ class Capacity:
 
     def classes_for(self, job: JobSnapshot) -> tuple[list[NodeClass], list[NodeClass]]:
         """The classes whose nodes pass every static filter for the job: (those without GPUs, those with)."""
+        plain, gpu, _ = self._eligible(job)
+        return plain, gpu
+
+    def _eligible(self, job: JobSnapshot) -> tuple[list[NodeClass], list[NodeClass], set[Shape]]:
+        """classes_for, and the shapes that found no room in any of those classes this pass."""
         key = eligibility_key(job)
         found = self.eligible.get(key)
         if found is None:
             plain, gpu = [], []
-            for cls in self.classes:
-                if static_reject(cls.rep, job) is None:
+            rejects = self.rejects[key] = [static_reject(cls.rep, job) for cls in self.classes]
+            for cls, why in zip(self.classes, rejects, strict=True):
+                if why is None:
                     (gpu if cls.has_gpu else plain).append(cls)
-            found = self.eligible[key] = (plain, gpu)
+            found = self.eligible[key] = (plain, gpu, set())
         return found
+
+    def static_rejects(self, job: JobSnapshot) -> list[str | None]:
+        """Per class (in order), the first static filter that removes its nodes for the job, or None."""
+        key = eligibility_key(job)
+        if key not in self.rejects:
+            self.classes_for(job)
+        return self.rejects[key]
 
     def fits(self, i: int, shape: Shape) -> bool:
         return (
@@ -173,12 +191,21 @@ class Capacity:
             if c <= shape[0] and m <= shape[1] and g <= shape[2] and d <= shape[3]:
                 return None
         entries, aside, found = cls.entries, [], None
+        cpu, mem, gpus, disk, version = self.cpu, self.mem, self.gpus, self.disk, self.version
         while entries:
             entry = entries[0]
-            if entry[3] != self.version[entry[2]]:
+            i = entry[2]
+            if entry[3] != version[i]:
                 heapq.heappop(entries)  # stale: the node has a newer entry
                 continue
-            if self.fits(entry[2], shape) and (not self.reserved or self.allowed(entry[2], shape)):
+            # fits(), inlined: this is the hot loop
+            if (
+                cpu[i] >= shape[0]
+                and mem[i] >= shape[1]
+                and len(gpus[i]) >= shape[2]
+                and disk[i] >= shape[3]
+                and (not self.reserved or self.allowed(i, shape))
+            ):
                 found = entry
                 break
             aside.append(heapq.heappop(entries))
@@ -188,11 +215,12 @@ class Capacity:
             cls.too_big.append(shape)
         return found
 
-    def take(self, classes: list[NodeClass], job: JobSnapshot) -> int | None:
-        """The highest-scoring node of these classes with room for the job (and its reservation), or None."""
-        shape = shape_of(job)
+    def take(self, classes: list[NodeClass], shape: Shape) -> int | None:
+        """The highest-scoring node of these classes with room for `shape` (and the reservation there), or None."""
         best = None
         for cls in classes:
+            if best is not None and cls.entries and cls.entries[0] > best:
+                continue  # even its top entry (fresh or stale) ranks below the best found: none of its nodes wins
             entry = self.best_in(cls, shape)
             if entry is not None and (best is None or entry < best):
                 best = entry
@@ -200,10 +228,15 @@ class Capacity:
 
     def best_node(self, job: JobSnapshot) -> int | None:
         """Where the job goes now: a CPU-only job takes a node without GPUs while one fits, else any."""
-        plain, gpu = self.classes_for(job)
-        i = self.take(plain, job) if job.gpu_count == 0 else None
+        plain, gpu, full = self._eligible(job)
+        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
+        if shape in full:
+            return None  # the same kind of job found no room earlier in this pass
+        i = self.take(plain, shape) if job.gpu_count == 0 else None
         if i is None:
-            i = self.take(gpu, job)
+            i = self.take(gpu, shape)
+            if i is None:
+                full.add(shape)
         return i
 
     def place(self, i: int, job: JobSnapshot) -> tuple[str, ...]:

@@ -29,16 +29,19 @@ def _add(a: Vector, b: Vector) -> Vector:
 
 def pool_capacity(nodes: Iterable[NodeSnapshot]) -> tuple[Vector, dict[int, Vector]]:
     """Totals of usable nodes: (the shared pool, {project id: its own nodes outside the shared pool})."""
-    shared, own = ZERO, {}
+    cpu = mem = gpus = 0.0  # the shared pool's, summed in node order (as _add would: the same floats)
+    own: dict[int, Vector] = {}
     for node in nodes:
         if not (node.approved and node.online and not node.draining):
             continue
-        total = (float(node.cpu_milli), float(node.memory_bytes), float(len(node.gpu_uuids)))
         if node.shared:
-            shared = _add(shared, total)
+            cpu += float(node.cpu_milli)
+            mem += float(node.memory_bytes)
+            gpus += float(len(node.gpu_uuids))
         elif node.owner_project_id is not None:
+            total = (float(node.cpu_milli), float(node.memory_bytes), float(len(node.gpu_uuids)))
             own[node.owner_project_id] = _add(own.get(node.owner_project_id, ZERO), total)
-    return shared, own
+    return (cpu, mem, gpus), own
 
 
 def capacity_for(project_id: int, shared: Vector, own: Mapping[int, Vector]) -> Vector:
@@ -144,9 +147,9 @@ class Turns:
         heapq.heapify(self.heap)
 
     def next(self, pid: int | None = None, share: float = 0.0, job: JobSnapshot | None = None) -> int | None:
-        """The project whose turn it is, or None when every queue is done. After project `pid` placed a job and
-        `job` is its next, it competes again with its new `share` (and keeps the turn while it is the lowest);
-        a project that placed its last job or could place nothing more is done."""
+        """The project whose turn it is, or None when every queue is done. After project `pid` placed a job, it
+        competes again with its new `share` and its next `job` (and keeps the turn while it is the lowest);
+        without a next job (it placed its last, or could place nothing more) it is done."""
         if job is not None:
             return heapq.heappushpop(self.heap, (share, job.queued_at, job.id, pid))[3]
         return heapq.heappop(self.heap)[3] if self.heap else None

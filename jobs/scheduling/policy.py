@@ -68,12 +68,8 @@ def place(
     turns = fairshare.Turns(queues, shares)
     pid = turns.next()
     while pid is not None:  # each placement goes to the project with the lowest share, recomputed after it
-        job = run.turn(pid)
-        if job is None:
-            pid = turns.next()
-            continue
-        shares[pid].add(job)
-        pid = turns.next(pid, shares[pid].share, run.next_job(pid))
+        following = run.turn(pid, shares[pid])
+        pid = turns.next(pid, shares[pid].share, following)
     return run.plan(shares, entitled)
 
 
@@ -104,8 +100,9 @@ class _Pass:
         self.waiting: list[tuple[JobSnapshot, str, bool]] = []  # no room: (job, reason, fits once nodes free up)
         self.explained: dict[tuple, tuple[str, bool]] = {}  # per eligibility key and shape
 
-    def turn(self, pid: int) -> JobSnapshot | None:
-        """Place the project's next job that can start now, and return it; the jobs it passes get their reason."""
+    def turn(self, pid: int, share: fairshare.ProjectShare) -> JobSnapshot | None:
+        """Place the project's next job that can start now (the jobs it passes get their reason), and count it in
+        its share. Returns the job after it, with which the project competes again; None: its turn is over."""
         queue, k, now = self.queues[pid], self.cursor[pid], self.now
         limit = self.projects.get(pid)
         capped = limit is not None and limit.max_concurrent is not None
@@ -122,17 +119,14 @@ class _Pass:
             i = self._node_for(job)
             if i is not None:
                 uuids = self.state.place(i, job)
-                self.placements.append(Placement(job_id=job.id, node_id=self.state.nodes[i].id, gpu_uuids=uuids))
+                self.placements.append(Placement(job.id, self.state.nodes[i].id, uuids))  # positional: faster
                 if limit is not None:
                     self.active[pid] += 1
+                share.add(job)
                 self.cursor[pid] = k
-                return job
+                return queue[k] if k < len(queue) else None
         self.cursor[pid] = k
         return None
-
-    def next_job(self, pid: int) -> JobSnapshot | None:
-        queue, k = self.queues[pid], self.cursor[pid]
-        return queue[k] if k < len(queue) else None
 
     def _capped(self, rest: list[JobSnapshot], active: int, cap: int) -> None:
         """The project runs as many jobs as its quota allows: the rest of its queue waits for that (or backoff)."""
@@ -162,7 +156,7 @@ class _Pass:
         if blocked is not None:
             self.pending[job.id] = blocked
             return
-        key = (eligibility_key(job), *shape_of(job))
+        key = (eligibility_key(job), job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
         found = self.explained.get(key)
         if found is None:
             found = self.explained[key] = (explain(state, job), state.fits_once_free(job))

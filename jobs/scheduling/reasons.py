@@ -6,7 +6,7 @@ Users read these on the job (`pending_reason`) and tests compare them whole: cha
 from __future__ import annotations
 
 from jobs.scheduling.capacity import Capacity, NodeClass, shape_of
-from jobs.scheduling.filters import REASON_ORDER, STATIC_PHRASES, capacity_phrases, capacity_reject, static_reject
+from jobs.scheduling.filters import REASON_ORDER, STATIC_PHRASES, capacity_phrases, capacity_reject
 from jobs.scheduling.snapshots import JobSnapshot
 
 REASON_BACKOFF = "waiting for retry backoff"
@@ -48,8 +48,7 @@ def explain(state: Capacity, job: JobSnapshot) -> str:
     if not state.nodes:
         return "no node fits: there are no nodes"
     counts: dict[str, int] = {}
-    for cls in state.classes:
-        why = static_reject(cls.rep, job)
+    for cls, why in zip(state.classes, state.static_rejects(job), strict=True):
         if why is not None:
             counts[why] = counts.get(why, 0) + len(cls.members)
             continue

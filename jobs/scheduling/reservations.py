@@ -14,7 +14,7 @@ from jobs.scheduling import reasons
 from jobs.scheduling.capacity import Capacity, NodeClass, Reservation, shape_of
 from jobs.scheduling.fairshare import ProjectShare
 from jobs.scheduling.filters import static_reject
-from jobs.scheduling.scores import shortfall
+from jobs.scheduling.scores import reservation_rank
 from jobs.scheduling.snapshots import JobSnapshot, ProjectLimit
 
 
@@ -83,7 +83,7 @@ def reservable(state: Capacity, classes: list[NodeClass], job: JobSnapshot) -> i
                 node.disk_bytes is not None and node.disk_bytes < job.disk_bytes
             ):
                 continue
-            key = (shortfall(job, state.cpu[i], state.mem[i], len(state.gpus[i])), state.entry(i)[:2])
+            key = reservation_rank(job, state.cpu[i], state.mem[i], len(state.gpus[i]), node.id)
             if best is None or key < best:
                 best, found = key, i
     return found

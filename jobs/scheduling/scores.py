@@ -18,10 +18,12 @@ def spread(cpu_milli: int, memory_bytes: int, gpus: int) -> float:
     return cpu_milli / 1000 + memory_bytes / GIB + GPU_WEIGHT * gpus
 
 
-def shortfall(job: JobSnapshot, cpu_milli: int, memory_bytes: int, gpus: int) -> float:
-    """How much a node with this much free lacks for the job, in the spread score's units (0: it fits now)."""
-    return (
+def reservation_rank(job: JobSnapshot, cpu_milli: int, memory_bytes: int, gpus: int, node_id: int) -> tuple:
+    """Which node a starved job reserves, lowest first: the one that lacks the least for it now (in the spread
+    score's units; 0: it fits now), then the emptiest (the highest spread score), then the lowest id."""
+    short = (
         max(0, job.cpu_milli - cpu_milli) / 1000
         + max(0, job.memory_bytes - memory_bytes) / GIB
         + GPU_WEIGHT * max(0, job.gpu_count - gpus)
     )
+    return (short, -(cpu_milli / 1000 + memory_bytes / GIB + GPU_WEIGHT * gpus), node_id)  # -spread(...), inlined
