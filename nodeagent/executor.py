@@ -19,7 +19,9 @@ from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
 from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
+from nodeagent.images import ImageStore
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
+from nodeagent.offer import ImagePolicy, load_image_policy
 
 REAP_EVERY_SECONDS = 30.0
 
@@ -51,6 +53,7 @@ class Executor:
         max_spool_bytes: int | None = None,
         egress=None,
         owner: str | None = None,
+        images: ImagePolicy | None = None,
     ):
         from nodeagent.docker_runner import DockerRunner
 
@@ -92,6 +95,8 @@ class Executor:
         self.storage_quota = StorageQuota(self.runner.client.api, name_prefix=f"euler-{node_name}")
         self.volume_access = VolumeAccess(self.runner.client.api)
         self._disk_guards: dict[int, DiskGuard] = {}
+        policy = images if images is not None else load_image_policy(os.environ)
+        self.images = ImageStore(self.runner.client.api, self.state_dir, policy)
 
     # --- the daemon's interface ------------------------------------------------------------------
     def adopt(self) -> None:
@@ -155,6 +160,10 @@ class Executor:
             run.close_reader()
         for run in runs:
             run.thread.join(timeout=5)
+
+    def ensure_image(self, assignment: protocol.Assignment) -> None:
+        """The image policy and the pull (nodeagent/images.py): RunnerError `image_pull_failed` with fixed text."""
+        self.images.ensure(assignment.image, trust=assignment.node_trust)
 
     # --- what a job may use: network and disk ------------------------------------------------------
     def refuse_reason(self, assignment: protocol.Assignment) -> str | None:

@@ -2,7 +2,7 @@
 
 Filters, in the order pending reasons count them: approval, online, draining, pool and ownership,
 `min_trust`, env (platform nodes only), region, `node_selector`, egress (a node whose egress rules are not
-installed refuses jobs with a network), whole free GPUs, free CPU, memory and disk; plus
+installed refuses jobs with a network), image (the lender's allowed images), whole free GPUs, free CPU, memory and disk; plus
 the project's concurrency quota and retry backoff on the job side. Score: capacity left after the
 placement (spread); CPU-only jobs use nodes without GPUs while one fits.
 
@@ -37,6 +37,7 @@ from jobs.scheduling.snapshots import (
     Plan,
     ProjectLimit,
 )
+from nodeagent.imageref import allowed_by
 
 GIB = 1024**3
 UNLIMITED = 1 << 62
@@ -49,7 +50,7 @@ REASON_PACED = (
 )
 
 # Static filters in reason order: (name, phrase for "N nodes ...").
-_STATIC = ("approval", "online", "draining", "pool", "min_trust", "secrets", "region", "labels", "egress")
+_STATIC = ("approval", "online", "draining", "pool", "min_trust", "secrets", "region", "labels", "egress", "image")
 _PHRASES = {
     "approval": "are not approved",
     "online": "are offline",
@@ -60,6 +61,7 @@ _PHRASES = {
     "region": "are in another region",
     "labels": "lack the node_selector labels",
     "egress": 'refuse networked jobs (egress rules not installed; network "none" jobs fit)',
+    "image": "do not allow the job's image (their lenders' EULER_NODE_ALLOWED_IMAGES)",
 }
 
 
@@ -87,11 +89,22 @@ def _static_reject(node: NodeSnapshot, job: JobSnapshot) -> str | None:
         return "labels"
     if job.networked and not node.runs_networked:
         return "egress"
+    if node.image_patterns and not allowed_by(job.image, node.image_patterns):
+        return "image"
     return None
 
 
 def _key(job: JobSnapshot) -> tuple:
-    return (job.project_id, job.region, job.node_selector, job.pool, job.min_trust, job.needs_secrets, job.networked)
+    return (
+        job.project_id,
+        job.region,
+        job.node_selector,
+        job.pool,
+        job.min_trust,
+        job.needs_secrets,
+        job.networked,
+        job.image,
+    )
 
 
 class _Relevant:
@@ -125,6 +138,7 @@ class _Relevant:
             node.region if node.region in self.regions else None,
             labels,
             node.runs_networked,
+            node.image_patterns,
             bool(node.gpu_uuids),
         )
 
