@@ -35,6 +35,7 @@ class Caps:
 class NetworkPolicy:
     egress: str = EGRESS_PUBLIC
     allowed: tuple[str, ...] = ()  # extra CIDRs the lender opens (normalised, IPv4 and IPv6)
+    blocked: tuple[str, ...] = ()  # CIDRs the lender closes besides the built-in ranges (win over `allowed`)
 
 
 DEFAULT_IMAGE_CACHE_BYTES = 20 * 1024**3
@@ -93,16 +94,24 @@ def load_network_policy(env: Mapping[str, str]) -> NetworkPolicy:
     egress = (env.get("EULER_NODE_JOB_EGRESS") or EGRESS_PUBLIC).strip().lower()
     if egress not in EGRESS_POLICIES:
         raise OfferError(f"EULER_NODE_JOB_EGRESS is one of {', '.join(EGRESS_POLICIES)}; got {egress!r}")
-    allowed = []
-    for item in (env.get("EULER_NODE_JOB_ALLOWED_NETWORKS") or "").split(","):
+    return NetworkPolicy(
+        egress=egress,
+        allowed=_cidrs(env, "EULER_NODE_JOB_ALLOWED_NETWORKS"),
+        blocked=_cidrs(env, "EULER_NODE_JOB_BLOCKED_NETWORKS"),
+    )
+
+
+def _cidrs(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    found = []
+    for item in (env.get(name) or "").split(","):
         item = item.strip()
         if not item:
             continue
         try:
-            allowed.append(str(ipaddress.ip_network(item, strict=False)))
+            found.append(str(ipaddress.ip_network(item, strict=False)))
         except ValueError:
-            raise OfferError(f"EULER_NODE_JOB_ALLOWED_NETWORKS: {item!r} is not a CIDR (e.g. 10.8.0.0/16)") from None
-    return NetworkPolicy(egress=egress, allowed=tuple(dict.fromkeys(allowed)))
+            raise OfferError(f"{name}: {item!r} is not a CIDR (e.g. 10.8.0.0/16)") from None
+    return tuple(dict.fromkeys(found))
 
 
 def load_image_policy(env: Mapping[str, str]) -> ImagePolicy:
