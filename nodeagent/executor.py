@@ -236,6 +236,7 @@ class Executor:
                 if not known and not self.closing.is_set():
                     self.log.info("reaping stray container of attempt %s", c.attempt_id)
                     self.runner.remove(c.container_id)
+            self.images.prune()  # a cap the lender lowered, images Euler pulled and then left: LRU first
         except Exception:  # noqa: BLE001 - the reaper must not take the daemon down; it runs again later
             self.log.exception("reaper pass failed")
         finally:
