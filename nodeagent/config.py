@@ -13,7 +13,15 @@ from pydantic import TypeAdapter, ValidationError
 
 from nodeagent import protocol
 from nodeagent.client import InsecureURL, check_url
-from nodeagent.offer import Caps, NetworkPolicy, OfferError, load_caps, load_network_policy
+from nodeagent.offer import (
+    Caps,
+    ImagePolicy,
+    NetworkPolicy,
+    OfferError,
+    load_caps,
+    load_image_policy,
+    load_network_policy,
+)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -34,6 +42,7 @@ class AgentConfig:
     allow_insecure: bool = False
     caps: Caps = field(default_factory=Caps)  # the lender's caps on what this node offers
     network: NetworkPolicy = field(default_factory=NetworkPolicy)  # the jobs' egress policy
+    images: ImagePolicy = field(default_factory=ImagePolicy)  # which images run here, and the cache cap
 
 
 def _bool(env: Mapping[str, str], name: str) -> bool:
@@ -98,7 +107,7 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         raise ConfigError(f"EULER_NODE_REGION: at most 63 letters, digits, '.', '_', '-'; got {region!r}")
     state_dir = Path(env.get("EULER_NODE_STATE_DIR") or default_state_dir()).expanduser()
     try:
-        caps, network = load_caps(env), load_network_policy(env)
+        caps, network, images = load_caps(env), load_network_policy(env), load_image_policy(env)
     except OfferError as exc:
         raise ConfigError(str(exc)) from None
     return AgentConfig(
@@ -111,4 +120,5 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         allow_insecure=allow_insecure,
         caps=caps,
         network=network,
+        images=images,
     )

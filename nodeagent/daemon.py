@@ -92,6 +92,7 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
         node_name=config.name,
         state_dir=config.state_dir,
         logger=logging.getLogger("euler.nodeagent.executor"),
+        images=config.images,
     )
     # The job network and its egress rules, before any container (adopted ones included) runs on it.
     instance = instance_id(url=config.url, node_name=config.name, state_dir=config.state_dir)
@@ -176,6 +177,7 @@ class Daemon:
             extra["disk_bytes"] = machine.disk_bytes + executor.disk_used()
         if executor is not None and hasattr(executor, "network_status"):
             extra["job_egress"], extra["job_egress_error"] = executor.network_status()
+        extra["allowed_images"] = list(self.config.images.patterns)
         return apply_caps(machine.model_copy(update=extra), self.config.caps)
 
     # --- loops -----------------------------------------------------------------------------------

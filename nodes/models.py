@@ -69,6 +69,8 @@ class Node(models.Model):
     # its rules could not be installed, why it refuses networked jobs.
     job_egress = models.CharField(max_length=16, blank=True, default="")
     job_egress_error = models.CharField(max_length=500, blank=True, default="")
+    # The lender's image patterns (EULER_NODE_ALLOWED_IMAGES): jobs whose image matches none are not placed here.
+    allowed_images = models.JSONField(default=list, blank=True)
     # Kept by the scheduler (jobs app) as it places and frees attempts; shown as free capacity.
     allocated_cpu_milli = models.BigIntegerField(default=0)
     allocated_memory_bytes = models.BigIntegerField(default=0)

@@ -127,6 +127,7 @@ def resource_fields(res) -> dict:
         "capped": list(res.capped),
         "job_egress": res.job_egress,
         "job_egress_error": res.job_egress_error,
+        "allowed_images": list(res.allowed_images),
     }
 
 

@@ -30,7 +30,16 @@ def shape_of(job: JobSnapshot) -> Shape:
 
 def eligibility_key(job: JobSnapshot) -> tuple:
     """What of a job the static filters read: jobs with the same key may use the same node classes."""
-    return (job.project_id, job.region, job.node_selector, job.pool, job.min_trust, job.needs_secrets, job.networked)
+    return (
+        job.project_id,
+        job.region,
+        job.node_selector,
+        job.pool,
+        job.min_trust,
+        job.needs_secrets,
+        job.networked,
+        job.image,
+    )
 
 
 class Relevant:
@@ -64,6 +73,7 @@ class Relevant:
             node.region if node.region in self.regions else None,
             labels,
             node.runs_networked,
+            node.image_patterns,
             bool(node.gpu_uuids),
         )
 

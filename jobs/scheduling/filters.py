@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from jobs.scheduling.snapshots import PLATFORM, POOL_OWN, JobSnapshot, NodeSnapshot
+from nodeagent.imageref import allowed_by
 
 Filter = Callable[[NodeSnapshot, JobSnapshot], str | None]
 
@@ -58,8 +59,13 @@ def egress(node: NodeSnapshot, job: JobSnapshot) -> str | None:
     return "egress" if job.networked and not node.runs_networked else None
 
 
+def image(node: NodeSnapshot, job: JobSnapshot) -> str | None:
+    """A lender may narrow the images their node runs (EULER_NODE_ALLOWED_IMAGES, nodeagent/imageref.py)."""
+    return "image" if node.image_patterns and not allowed_by(job.image, node.image_patterns) else None
+
+
 # In the order pending reasons count them: a node is counted once, for the first filter that rejects it.
-STATIC: tuple[Filter, ...] = (approval, online, draining, pool, min_trust, secrets, region, labels, egress)
+STATIC: tuple[Filter, ...] = (approval, online, draining, pool, min_trust, secrets, region, labels, egress, image)
 
 STATIC_PHRASES = {
     "approval": "are not approved",
@@ -71,6 +77,7 @@ STATIC_PHRASES = {
     "region": "are in another region",
     "labels": "lack the node_selector labels",
     "egress": 'refuse networked jobs (egress rules not installed; network "none" jobs fit)',
+    "image": "do not allow the job's image (their lenders' EULER_NODE_ALLOWED_IMAGES)",
 }
 
 # Capacity reasons, in the order they are checked and counted; "busy": it had room before this pass filled it.

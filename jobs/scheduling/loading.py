@@ -27,7 +27,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
     snaps, stored = [], {}
     fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
     fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
-    fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error")
+    fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error", "allowed_images")
     for row in Node.objects.values(*fields, "allocated_gpus"):
         snaps.append(
             NodeSnapshot(
@@ -46,6 +46,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 disk_bytes=row["disk_bytes"],
                 gpu_uuids=tuple(g["uuid"] for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0))),
                 runs_networked=not row["job_egress_error"],  # its agent refuses networked jobs, saying why
+                image_patterns=tuple(row["allowed_images"] or ()),
             )
         )
         stored[row["id"]] = (
@@ -107,6 +108,7 @@ def job_snapshot(job: Job) -> JobSnapshot:
         not_before=job.not_before.timestamp() if job.not_before else None,
         priority=job.priority,
         networked=job.network == Network.DEFAULT,
+        image=job.image,
     )
 
 

@@ -3,7 +3,7 @@
 `place()` composes the pieces, each a pure module of its own:
 
 - filters.py: which nodes a job may use (approval, online, draining, pool and ownership, `min_trust`, env,
-  region, `node_selector`, egress; then whole free GPUs, CPU, memory and disk), each filter naming its reason;
+  region, `node_selector`, egress, the lender's allowed images; then whole free GPUs, CPU, memory and disk), each filter naming its reason;
 - scores.py: which of those it takes (spread; CPU-only jobs keep off GPU nodes while one fits);
 - capacity.py: free capacity per node, in classes of alike nodes, so that a job does not scan every node;
 - fairshare.py: whose turn it is (weighted DRF across projects; priority, then FIFO, within one);

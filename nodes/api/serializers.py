@@ -95,6 +95,7 @@ class NodeOut(serializers.ModelSerializer):
             "capped",
             "job_egress",
             "job_egress_error",
+            "allowed_images",
             "allocated_cpu_milli",
             "allocated_memory_bytes",
             "allocated_disk_bytes",

@@ -271,6 +271,8 @@ class Platform:
             "EULER_CONTROL_PLANE_URL": self.url,
             "EULER_NODE_NAME": name,
             "EULER_NODE_STATE_DIR": str(state_dir),
+            # Nothing can be pulled here: community nodes run the local test images as their lender allows.
+            "EULER_NODE_LOCAL_IMAGES": "true",
             **(env or {}),
         }
         if token:
