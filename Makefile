@@ -7,7 +7,7 @@ CLIENT_STAMP := $(VENV)/.client-installed
 
 .PHONY: up test lint format clean-data
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-runtime.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: on Debian/Ubuntu run 'apt-get install python3-venv' first"; exit 1; }
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
