@@ -19,7 +19,10 @@ RUN python -m venv /opt/euler \
 FROM ${BASE}
 ENV PATH=/opt/euler/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 EULER_DATA_DIR=/var/lib/euler DJANGO_DEBUG=false
 WORKDIR /app
-RUN useradd --system --home /var/lib/euler --create-home euler
+# pg_dump/pg_restore of the server's major version, for `manage.py backup` and `restore` (bookworm: 15).
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql-client-15 >/dev/null \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* \
+ && useradd --system --home /var/lib/euler --create-home euler
 COPY --from=deps /opt/euler /opt/euler
 COPY . .
 RUN DJANGO_SECRET_KEY=build EULER_ENCRYPTION_KEYS="build:$(python -c 'import base64,os;print(base64.b64encode(os.urandom(32)).decode())')" \
