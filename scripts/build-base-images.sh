@@ -69,6 +69,11 @@ caddy() {
 
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(python postgres redis caddy)
+# In parallel: most of the time is spent downloading and unpacking packages, one stream each.
+pids=()
 for t in "${targets[@]}"; do
-  case $t in python | postgres | redis | caddy) "$t" ;; *) echo "unknown base image: $t" >&2; exit 2 ;; esac
+  case $t in python | postgres | redis | caddy) "$t" & pids+=($!) ;; *) echo "unknown base image: $t" >&2; exit 2 ;; esac
 done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+exit $failed

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import ssl
 import statistics
 import subprocess
@@ -44,12 +45,19 @@ def images():
 
 @pytest.fixture(scope="module")
 def stacks():
+    # SIGTERM (CI's timeout, a runner's cancel) unwinds like Ctrl-C, so the stacks below are still torn down.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     made: list[Stack] = []
     yield made
+    signal.signal(signal.SIGTERM, previous)
     for stack in made:
         stack.down()
     run(["docker", "rm", "-f", f"euler-deploy-upstream-{TAG}", f"euler-deploy-nocacert-{TAG}"], check=False)
     print("\n".join(f"deploy figure: {k}: {v}" for k, v in FIGURES.items()))
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def api(stack: Stack, key: str) -> httpx.Client:
