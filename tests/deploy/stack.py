@@ -143,3 +143,5 @@ class Stack:
         self.compose("--profile", "node", "down", "-v", "--remove-orphans", "-t", "20", check=False, timeout=300)
         for net in ("backend", "edge", "default"):
             run(["docker", "network", "rm", self.network(net)], check=False)
+        for volume in ("pgdata", "nodestate", "caddy_data", "caddy_config"):
+            run(["docker", "volume", "rm", f"{self.project}_{volume}"], check=False)

@@ -50,9 +50,10 @@ def stacks():
     made: list[Stack] = []
     yield made
     signal.signal(signal.SIGTERM, previous)
+    # The test's own containers first: one on a stack's network keeps `down` from removing it (and its volumes).
+    run(["docker", "rm", "-f", f"euler-deploy-upstream-{TAG}", f"euler-deploy-nocacert-{TAG}"], check=False)
     for stack in made:
         stack.down()
-    run(["docker", "rm", "-f", f"euler-deploy-upstream-{TAG}", f"euler-deploy-nocacert-{TAG}"], check=False)
     print("\n".join(f"deploy figure: {k}: {v}" for k, v in FIGURES.items()))
 
 
@@ -274,7 +275,7 @@ def test_the_shipped_stack_end_to_end(images, stacks, tmp_path_factory):
     figure(
         "200 jobs submit -> succeeded (2 web, 2 workers, 1 node, via Caddy)",
         f"p50 {statistics.median(latencies):.2f} s, p99 {latencies[int(0.99 * (len(latencies) - 1))]:.2f} s, "
-        f"all done {max(latencies):.1f} s after the first submit's batch began; "
+        f"max {max(latencies):.1f} s; "
         f"peak concurrent {facts['max_concurrent']} jobs, {facts['max_cpu_milli']} of {facts['capacity_cpu_milli']} mCPU",
     )
     assert len(stack.compose("ps", "-q", "web").stdout.split()) == 2
