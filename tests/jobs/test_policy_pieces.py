@@ -35,6 +35,7 @@ REJECTED_BY = {
     filters.region: (node(region="a"), job(region="b")),
     filters.labels: (node(labels=frozenset({("disk", "hdd")})), job(node_selector=frozenset({("disk", "ssd")}))),
     filters.egress: (node(runs_networked=False), job()),
+    filters.image: (node(image_patterns=("ghcr.io",)), job(image="alpine:3.20")),
 }
 
 
