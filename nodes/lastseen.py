@@ -30,13 +30,16 @@ def note_intake(now=None) -> None:
         log.warning("could not note a heartbeat's arrival", exc_info=True)
 
 
-def note_resumed(ts: float, previous: float | None) -> None:
+def note_resumed(ts: float, previous: float | None, *, node_id: int | None = None) -> None:
     """No heartbeat from any node for half the offline window is the control plane's outage (web down, a
     network cut on our side): when heartbeats come back, remember when. An emptied Redis knows no previous
-    heartbeat: the database (a flush behind) says when the last one was, and this Redis's clock starts."""
+    heartbeat: the database (a flush behind) says when the last one was, and this Redis's clock starts. The
+    node whose heartbeat this is may have written its row already (a full heartbeat writes before it notes):
+    its own new time is no evidence of the time before the outage, so its row is left out."""
     if previous is None:
         livestore.note_born(ts)
-        last = Node.objects.aggregate(last=Max("last_heartbeat_at"))["last"]
+        rows = Node.objects.exclude(pk=node_id) if node_id is not None else Node.objects.all()
+        last = rows.aggregate(last=Max("last_heartbeat_at"))["last"]
         if last is None:
             return
         previous = last.timestamp()

@@ -129,7 +129,7 @@ def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Hea
     if found.node is None:
         return full_heartbeat(raw, lambda: found.hb, who)
     if found.gap:
-        lastseen.note_resumed(found.now, found.previous)
+        lastseen.note_resumed(found.now, found.previous, node_id=found.node.pk)
         beatmemo.noted_intake(found.now)
     commands = beathooks.run_hooks(found.node, found.hb, found.rfp, found.now)
     return _reply(found.node, found.interval, commands)
@@ -216,7 +216,7 @@ def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who
             livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=usage)
             pipe.hset(livestore.node_key(node.pk), "fp", fp)
             previous = livestore.as_float(pipe.execute()[3])
-            lastseen.note_resumed(now, previous)
+            lastseen.note_resumed(now, previous, node_id=node.pk)
             beatmemo.noted_intake(now)
             beatmemo.wrote(node.pk, interval, usage, now)
         except RedisError:
