@@ -76,7 +76,7 @@ def default_project_for(user) -> Project:
 
 
 @transaction.atomic
-def apikey_create(*, project: Project, label: str = "", by=None) -> tuple[ApiKey, str]:
+def apikey_create(*, project: Project, label: str = "", by=None, rpm_limit: int | None = None) -> tuple[ApiKey, str]:
     """A new API key; the secret is returned once and never stored."""
     label = (label or "").strip()
     if len(label) > 100:
@@ -89,8 +89,13 @@ def apikey_create(*, project: Project, label: str = "", by=None) -> tuple[ApiKey
             extra={"resource": "api_keys"},
         )
     new = tokens.make(API_KEY_PREFIX)
-    key = ApiKey.objects.create(project=project, label=label, prefix=new.lookup, key_hash=new.digest, created_by=by)
-    audit.record("api_key.created", project=project, target=f"api_key:{key.prefix}", details={"label": label}, by=by)
+    if rpm_limit is not None and rpm_limit < 1:
+        raise InvalidInput("rpm_limit is at least 1 (leave it out for no limit).", code="invalid_rpm_limit")
+    key = ApiKey.objects.create(
+        project=project, label=label, prefix=new.lookup, key_hash=new.digest, created_by=by, rpm_limit=rpm_limit
+    )
+    details = {"label": label} if rpm_limit is None else {"label": label, "rpm_limit": rpm_limit}
+    audit.record("api_key.created", project=project, target=f"api_key:{key.prefix}", details=details, by=by)
     return key, new.secret
 
 

@@ -7,6 +7,9 @@ from quotas.models import ApiKey, Invitation, Role
 
 class ApiKeyCreateIn(StrictSerializer):
     label = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    rpm_limit = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
+    )
 
 
 class ApiKeyOut(serializers.ModelSerializer):
@@ -15,7 +18,7 @@ class ApiKeyOut(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ["id", "label", "prefix", "active", "created_at", "last_used_at", "revoked_at"]
+        fields = ["id", "label", "prefix", "active", "created_at", "last_used_at", "revoked_at", "rpm_limit"]
 
     def get_prefix(self, obj) -> str:
         return f"euler_pk_{obj.prefix}"

@@ -30,7 +30,10 @@ class ApiKeyListView(APIView):
         data.is_valid(raise_exception=True)
         by = None if isinstance(request.user, ApiKeyUser) else request.user
         key, secret = services.apikey_create(
-            project=request_project(request), label=data.validated_data["label"], by=by
+            project=request_project(request),
+            label=data.validated_data["label"],
+            by=by,
+            rpm_limit=data.validated_data["rpm_limit"],
         )
         key.key = secret
         return Response(ApiKeyCreatedOut(key).data, status=status.HTTP_201_CREATED)
