@@ -51,6 +51,7 @@ WINDOW = 60.0
 
 # Leases this process holds: member -> set key. Renewed by one task per event loop.
 _held: dict[str, str] = {}
+_releasing: set[asyncio.Task] = set()
 _renewers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = weakref.WeakKeyDictionary()
 
 
@@ -79,9 +80,17 @@ async def acquire(project_id: int, limit: int) -> str | None:
 
 
 async def release(lease: str | None) -> None:
+    """Give the lease back. The removal runs as its own task: a relay closed by a client that left
+    is being cancelled, and an await here would be cancelled with it, leaving the lease to expire."""
     key = _held.pop(lease, None) if lease else None
     if key is None:
         return
+    task = asyncio.get_running_loop().create_task(_zrem(key, lease))
+    _releasing.add(task)
+    task.add_done_callback(_releasing.discard)
+
+
+async def _zrem(key: str, lease: str) -> None:
     try:
         await async_client().zrem(key, lease)
     except RedisError:

@@ -104,6 +104,7 @@ class FakeOpenAI:
     def __init__(self):
         self.requests: list[dict] = []
         self.first_token_read = threading.Event()
+        self.streamed: bool | None = None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -151,7 +152,8 @@ class FakeOpenAI:
                 {"type": "http.response.body", "body": f"data: {json.dumps(chunk)}\n\n".encode(), "more_body": True}
             )
             if i == 0:
-                await asyncio.to_thread(self.first_token_read.wait, 30)
+                # True when the client read the first token before the rest was sent: it streamed.
+                self.streamed = await asyncio.to_thread(self.first_token_read.wait, 10)
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
