@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
 
@@ -22,13 +23,52 @@ class LeanHandler(ASGIHandler):
         # No ThreadSensitiveContext: inside one, asgiref starts a fresh thread per request for the
         # first sync_to_async call (Django's request signals), which costs as much as the rest of
         # the request. Without it those few short calls share asgiref's one sync thread.
-        await self.handle(scope, receive, send)
+        await self.handle(scope, bounded_receive(scope, receive, settings.EULER_GATEWAY_MAX_BODY_BYTES), send)
 
     def load_middleware(self, is_async: bool = False) -> None:
         self._view_middleware = []
         self._template_response_middleware = []
         self._exception_middleware = []
         self._middleware_chain = convert_exception_to_response(self._get_response_async)
+
+
+BODY_TOO_LARGE = "euler.body_too_large"  # read by gateway.proxy, which answers 413 body_too_large
+
+
+def bounded_receive(scope, receive, limit: int):
+    """`receive` that ends the body early, and flags the scope, once it passes `limit` bytes.
+
+    Django reads the whole body into a temporary file before the view runs; without this, a
+    gigabyte upload would be spooled to disk before the view could refuse it. A Content-Length
+    over the limit is refused without reading a byte; a chunked body is counted as it arrives.
+    """
+    declared = next((v for k, v in scope.get("headers", ()) if k.lower() == b"content-length"), None)
+    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+        scope[BODY_TOO_LARGE] = True
+    seen = 0
+    ended = False
+
+    async def bounded():
+        nonlocal seen, ended
+        if scope.get(BODY_TOO_LARGE):
+            if not ended:
+                ended = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            # Django listens for the disconnect after the body: discard what the client still sends.
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return message
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                scope[BODY_TOO_LARGE] = True
+                ended = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+        return message
+
+    return bounded
 
 
 def route_invoke(app):

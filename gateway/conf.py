@@ -20,6 +20,14 @@ EULER_GATEWAY_FLUSH_INTERVAL = env_float("EULER_GATEWAY_FLUSH_INTERVAL", 1.0, mi
 EULER_GATEWAY_FLUSH_SIZE = env_int("EULER_GATEWAY_FLUSH_SIZE", 500, minimum=1)
 EULER_GATEWAY_BUFFER_MAX = env_int("EULER_GATEWAY_BUFFER_MAX", 100_000, minimum=100)
 
+# Fair use. An invoke body larger than this is refused (413 body_too_large) before any upstream sees it.
+EULER_GATEWAY_MAX_BODY_BYTES = env_int("EULER_GATEWAY_MAX_BODY_BYTES", 10 << 20, minimum=0)
+# Upstream calls one project may have in flight at once, across all web processes (429
+# too_many_concurrent_calls); the operator sets another figure per project on its quota.
+EULER_GATEWAY_MAX_CONCURRENT = env_int("EULER_GATEWAY_MAX_CONCURRENT", 64, minimum=1)
+# A concurrency lease outlives a dead web process by at most this many seconds (renewed every third).
+EULER_GATEWAY_LEASE_SECONDS = env_float("EULER_GATEWAY_LEASE_SECONDS", 30.0, minimum=1.0)
+
 # Invocation records older than this are deleted by an hourly beat task (stats reach back 7 days).
 EULER_GATEWAY_RETENTION_DAYS = env_int("EULER_GATEWAY_RETENTION_DAYS", 30, minimum=7)
 

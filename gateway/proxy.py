@@ -14,13 +14,15 @@ import uuid
 from urllib.parse import quote
 
 import httpx
+from django.conf import settings
 from django.http import JsonResponse, StreamingHttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from agents import ssrf
 from euler.errors import EulerError, InvalidInput, NotFound, QuotaExceeded
-from gateway import auth, quota, recorder, routes
+from gateway import auth, limits, quota, recorder, routes, safety
+from gateway.asgi import BODY_TOO_LARGE
 from gateway.client import upstream_client
 
 HOP_BY_HOP = frozenset(
@@ -59,6 +61,8 @@ def _request_id(request) -> str:
 
 def _error(exc: EulerError, request_id: str | None = None) -> JsonResponse:
     response = JsonResponse(exc.as_dict(), status=exc.status_code)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = safety.CSP
     if exc.status_code == 429 and exc.extra.get("retry_after") is not None:
         response["Retry-After"] = str(exc.extra["retry_after"])
     if request_id:
@@ -71,6 +75,8 @@ def _request_headers(request, route: routes.Route, request_id: str) -> dict[str,
         token.strip().lower() for token in request.headers.get("Connection", "").split(",") if token.strip()
     }
     drop = DROP_REQUEST | connection_named
+    if auth.bearer_key(request) is not None:
+        drop = drop | {"authorization"}  # an Euler key is never sent upstream
     if route.auth_header is not None:
         drop = drop | {"authorization", route.auth_header[0].lower()}
     headers = {name: value for name, value in request.headers.items() if name.lower() not in drop}
@@ -98,12 +104,31 @@ def _response_headers(upstream: httpx.Response) -> dict[str, str]:
     return headers
 
 
+def _too_large(limit: int) -> EulerError:
+    failure = EulerError(f"The request body is over {limit} bytes.", code="body_too_large", extra={"limit": limit})
+    failure.status_code = 413
+    return failure
+
+
 def _body(request):
+    """(content, size) to send upstream, or EulerError 413 before any of it is sent."""
+    limit = settings.EULER_GATEWAY_MAX_BODY_BYTES
+    if getattr(request, "scope", {}).get(BODY_TOO_LARGE):
+        raise _too_large(limit)
     length = request.headers.get("Content-Length")
+    if not length:
+        # Chunked: no size announced. The lean handler has read it already (stopping at the
+        # limit); read at most one byte past the limit to know.
+        content = request.read(limit + 1)
+        if len(content) > limit:
+            raise _too_large(limit)
+        return content, len(content)
     try:
-        size = int(length) if length else 0
+        size = int(length)
     except ValueError:
-        size = 0
+        raise InvalidInput("Content-Length is not a number.", code="invalid_content_length") from None
+    if size > limit:
+        raise _too_large(limit)
     if size <= 0:
         return b"", 0
     if size <= STREAM_BODY_OVER:
@@ -120,23 +145,53 @@ def _body(request):
 async def invoke(request, name: str, path: str = ""):
     started = time.perf_counter()
     request_id = getattr(request, "request_id", None) or _request_id(request)
+    lease = None
     try:
-        project_id = await auth.project_id_for(request)
+        caller = await auth.caller_for(request)
+        project_id = caller.project_id
         route = await routes.route_for(project_id, name)
         if route is None:
             raise NotFound(f"No agent named {name!r}.")
+        content, bytes_in = _body(request)
+        if caller.rpm_limit is not None:
+            wait = await limits.rpm_check(caller.key_id, caller.rpm_limit)
+            if wait is not None:
+                raise QuotaExceeded(
+                    f"The key's limit of {caller.rpm_limit} calls per minute is reached.",
+                    code="rpm_limit_exceeded",
+                    extra={"retry_after": wait, "limit": caller.rpm_limit},
+                )
+        cap = route.max_concurrent or settings.EULER_GATEWAY_MAX_CONCURRENT
+        lease = await limits.acquire(project_id, cap)
+        if lease is None:
+            raise QuotaExceeded(
+                f"The project has {cap} calls in flight through the gateway, its limit.",
+                code="too_many_concurrent_calls",
+                extra={"retry_after": 1, "limit": cap},
+            )
         allowed, retry_after = await _awaited(quota.check_and_count(project_id, name))
         if not allowed:
             raise QuotaExceeded(
                 "The project has used its invocations for this period.", extra={"retry_after": retry_after}
             )
     except EulerError as exc:
+        await limits.release(lease)
         return _error(exc, request_id)
+    except BaseException:
+        await limits.release(lease)
+        raise
+    try:
+        return await _forward(request, name, path, route, caller, content, bytes_in, lease, started, request_id)
+    except BaseException:
+        await limits.release(lease)
+        raise
 
+
+async def _forward(request, name, path, route, caller, content, bytes_in, lease, started, request_id):
+    """Send the call to an instance (failing over on connect errors) and relay its answer; the relay owns the lease."""
     target_path = quote(path, safe=SAFE_PATH)
     query = request.META.get("QUERY_STRING", "")
     headers = _request_headers(request, route, request_id)
-    content, bytes_in = _body(request)
     timeout = httpx.Timeout(
         connect=route.connect_timeout, read=route.response_timeout, write=route.response_timeout, pool=5.0
     )
@@ -156,6 +211,7 @@ async def invoke(request, name: str, path: str = ""):
         try:
             outgoing = client.build_request(request.method, url, headers=headers, content=content, timeout=timeout)
         except httpx.InvalidURL:
+            await limits.release(lease)
             return _error(InvalidInput("The invoke path does not make a valid URL.", code="invalid_path"), request_id)
         try:
             response = await client.send(outgoing, stream=True)
@@ -200,16 +256,16 @@ async def invoke(request, name: str, path: str = ""):
             failure.code,
             request_id,
         )
+        await limits.release(lease)
         return _error(failure, request_id)
 
     headers_at = time.perf_counter()
     routes.report(upstream.id, ok=response.status_code < 500)
     response.request.extensions["timeout"]["read"] = route.idle_timeout  # from here on: idle timeout
-    relayed = StreamingHttpResponse(
-        _relay(response, route, upstream.id, request, path, started, headers_at, bytes_in, request_id),
-        status=response.status_code,
-    )
-    for header, value in _response_headers(response).items():
+    relay = _relay(response, route, upstream.id, request, path, started, headers_at, bytes_in, request_id, lease)
+    limits.release_when_dropped(relay, lease)  # a relay never started (the client left first) has no finally
+    relayed = StreamingHttpResponse(relay, status=response.status_code)
+    for header, value in safety.harden(_response_headers(response), by_session=caller.by_session).items():
         relayed[header] = value
     relayed["X-Request-ID"] = request_id
     relayed["Server-Timing"] = (
@@ -218,7 +274,7 @@ async def invoke(request, name: str, path: str = ""):
     return relayed
 
 
-async def _relay(response, route, instance_id, request, path, started, headers_at, bytes_in, request_id):
+async def _relay(response, route, instance_id, request, path, started, headers_at, bytes_in, request_id, lease):
     bytes_out = 0
     error = ""
     try:
@@ -233,6 +289,7 @@ async def _relay(response, route, instance_id, request, path, started, headers_a
         error = "client_disconnected"
         raise
     finally:
+        await limits.release(lease)
         await response.aclose()
         _record(
             route,

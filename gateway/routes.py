@@ -13,6 +13,7 @@ from django.db import DatabaseError, close_old_connections
 
 from agents.models import ROUTABLE, Agent
 from gateway import balancer
+from quotas.models import Quota
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Route:
     idle_timeout: float
     upstreams: list[Upstream]
     loaded_at: float
+    max_concurrent: int | None = None  # the project's quota figure; None: EULER_GATEWAY_MAX_CONCURRENT
     scores: dict = field(default_factory=dict)
 
 
@@ -69,6 +71,9 @@ def _load(project_id: int, name: str) -> Route | None:
         idle_timeout=agent.idle_timeout_s,
         upstreams=upstreams,
         loaded_at=time.monotonic(),
+        max_concurrent=Quota.objects.filter(project_id=project_id)
+        .values_list("max_concurrent_invocations", flat=True)
+        .first(),
     )
 
 

@@ -54,8 +54,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_filter = ["project"]
     search_fields = ["label", "prefix", "project__name"]
     # The hash is never shown; keys are created through the console, the API or createapikey.
-    fields = ["project", "label", "prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = fields
+    fields = ["project", "label", "prefix", "created_by", "created_at", "last_used_at", "revoked_at", "rpm_limit"]
+    readonly_fields = fields[:-1]  # the operator may set a key's gateway calls per minute
 
     def has_add_permission(self, request):
         return False

@@ -60,6 +60,8 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Gateway calls per minute this key may make (sliding window, as LiteLLM's rpm_limit); blank: no limit.
+    rpm_limit = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -81,6 +83,8 @@ class Quota(models.Model):
     invocations = models.BigIntegerField()
     max_concurrent_jobs = models.IntegerField()
     max_api_keys = models.IntegerField()
+    # Upstream calls the gateway relays for the project at once; blank: EULER_GATEWAY_MAX_CONCURRENT.
+    max_concurrent_invocations = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -86,12 +86,19 @@ def member_role(project: Project, user) -> str | None:
 
 @transaction.atomic
 def apikey_create(
-    *, project: Project, label: str = "", by=None, role: str | None = None, cap: str | None = None
+    *,
+    project: Project,
+    label: str = "",
+    by=None,
+    role: str | None = None,
+    cap: str | None = None,
+    rpm_limit: int | None = None,
 ) -> tuple[ApiKey, str]:
     """A new API key; the secret is returned once and never stored.
 
     `by` is the human the key acts for (None: an operator's key); the key's role defaults to, and may not
     exceed, `cap` (the caller's acting role; by default `by`'s role in the project, or owner for an operator).
+    `rpm_limit`: the gateway's requests per minute for this key (None: no limit).
     """
     label = (label or "").strip()
     if len(label) > 100:
@@ -113,16 +120,21 @@ def apikey_create(
             extra={"resource": "api_keys"},
         )
     new = tokens.make(API_KEY_PREFIX)
+    if rpm_limit is not None and rpm_limit < 1:
+        raise InvalidInput("rpm_limit is at least 1 (leave it out for no limit).", code="invalid_rpm_limit")
     key = ApiKey.objects.create(
-        project=project, label=label, prefix=new.lookup, key_hash=new.digest, created_by=by, role=role
-    )
-    audit.record(
-        "api_key.created",
         project=project,
-        target=f"api_key:{key.prefix}",
-        details={"label": label, "role": role},
-        by=by,
+        label=label,
+        prefix=new.lookup,
+        key_hash=new.digest,
+        created_by=by,
+        role=role,
+        rpm_limit=rpm_limit,
     )
+    details = {"label": label, "role": role}
+    if rpm_limit is not None:
+        details["rpm_limit"] = rpm_limit
+    audit.record("api_key.created", project=project, target=f"api_key:{key.prefix}", details=details, by=by)
     return key, new.secret
 
 

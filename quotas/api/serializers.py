@@ -10,6 +10,9 @@ class ApiKeyCreateIn(StrictSerializer):
     role = serializers.ChoiceField(
         choices=Role.choices, required=False, help_text="At most the caller's role; by default the caller's."
     )
+    rpm_limit = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1, required=False, allow_null=True, default=None
+    )
 
 
 class ApiKeyOut(serializers.ModelSerializer):
@@ -19,7 +22,7 @@ class ApiKeyOut(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ["id", "label", "prefix", "role", "created_by", "active", "created_at", "last_used_at", "revoked_at"]
+        fields = ["id", "label", "prefix", "role", "created_by", "active", "created_at", "last_used_at", "revoked_at", "rpm_limit"]
 
     def get_created_by(self, obj) -> str | None:
         return obj.created_by.get_username() if obj.created_by else None

@@ -42,6 +42,7 @@ class ApiKeyListView(APIView):
             by=request_user(request),
             role=data.validated_data.get("role"),
             cap=request_role(request),
+            rpm_limit=data.validated_data["rpm_limit"],
         )
         key.key = secret
         return Response(ApiKeyCreatedOut(key).data, status=status.HTTP_201_CREATED)

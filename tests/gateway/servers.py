@@ -22,6 +22,7 @@ class Upstream:
         self.fail_status = 0  # when set, every call but /health answers this status
         self.stream_closed = threading.Event()
         self.last_headers: dict[str, str] = {}
+        self.pages: dict[str, tuple[str, bytes]] = {}  # path -> (content type, body), served as is
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -42,6 +43,9 @@ class Upstream:
         self.last_headers = headers
         if self.fail_status:
             await _reply(send, self.fail_status, b"failing")
+        elif path in self.pages:
+            content_type, page = self.pages[path]
+            await _reply(send, 200, page, content_type.encode())
         elif path == "/sleep":
             await asyncio.sleep(float(query.get("s", ["1"])[0]))
             await _reply(send, 200, b"late")
@@ -86,6 +90,72 @@ class Upstream:
         finally:
             ticker.cancel()
             self.stream_closed.set()
+
+
+class FakeOpenAI:
+    """A tiny OpenAI-compatible upstream: POST /v1/chat/completions, plain or streamed token by token.
+
+    A streamed answer sends its first token, then waits until the test says it has read it
+    (`first_token_read`) before sending the rest: a relay that buffered would never deliver it.
+    """
+
+    TOKENS = ["Hel", "lo", " from", " the", " fake"]
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.first_token_read = threading.Event()
+        self.streamed: bool | None = None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        if scope["path"] != "/v1/chat/completions" or scope["method"] != "POST":
+            await _reply(send, 404, b'{"error": {"message": "not here"}}', b"application/json")
+            return
+        request = json.loads(body)
+        self.requests.append({"headers": headers, "body": request})
+        base = {"id": "chatcmpl-1", "created": 1, "model": request.get("model", "fake")}
+        if not request.get("stream"):
+            answer = {
+                **base,
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "".join(self.TOKENS)},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": 1,
+                    "completion_tokens": len(self.TOKENS),
+                    "total_tokens": 1 + len(self.TOKENS),
+                },
+            }
+            await _reply(send, 200, json.dumps(answer).encode(), b"application/json")
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for i, token in enumerate(self.TOKENS):
+            chunk = {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": token}, "finish_reason": None}],
+            }
+            await send(
+                {"type": "http.response.body", "body": f"data: {json.dumps(chunk)}\n\n".encode(), "more_body": True}
+            )
+            if i == 0:
+                # True when the client read the first token before the rest was sent: it streamed.
+                self.streamed = await asyncio.to_thread(self.first_token_read.wait, 10)
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
 
 
 async def _reply(send, status, body, content_type=b"text/plain", extra=()):
