@@ -22,7 +22,18 @@ class ApiKeyOut(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ["id", "label", "prefix", "role", "created_by", "active", "created_at", "last_used_at", "revoked_at", "rpm_limit"]
+        fields = [
+            "id",
+            "label",
+            "prefix",
+            "role",
+            "created_by",
+            "active",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+            "rpm_limit",
+        ]
 
     def get_created_by(self, obj) -> str | None:
         return obj.created_by.get_username() if obj.created_by else None
