@@ -5,9 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CLIENT_STAMP := $(VENV)/.client-installed
 
-.PHONY: up test lint format clean-data
+.PHONY: up test test-deploy lint format clean-data
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-runtime.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: on Debian/Ubuntu run 'apt-get install python3-venv' first"; exit 1; }
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
@@ -24,9 +24,16 @@ up: $(STAMP) $(CLIENT_STAMP)
 test: $(STAMP) $(CLIENT_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The shipped compose stack built offline and driven end to end through its TLS front (docs/deploy.md);
+# needs root, Docker, docker-compose and mmdebstrap. Prints the figures BENCHMARKS.md quotes.
+test-deploy: $(STAMP) $(CLIENT_STAMP)
+	$(PY) -m pytest tests/deploy -m deploy -s --timeout 2400 $(PYTEST_ARGS)
+
+# lint-imports: the import contracts of .importlinter (docs/architecture.md); the client's package is under client/.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHONPATH=client $(VENV)/bin/lint-imports --no-cache
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

@@ -87,4 +87,6 @@ class AuditContextMiddleware(ContextVarMiddleware):
     var = _caller
 
     def enter(self, request) -> Caller:
-        return Caller(ip=clean_ip(request.META.get("REMOTE_ADDR")), request=request)
+        from euler.ratelimit import client_ip
+
+        return Caller(ip=clean_ip(client_ip(request)), request=request)

@@ -21,6 +21,7 @@ class Action(models.TextChoices):
     ENROLLMENT_TOKEN_REVOKED = "enrollment_token.revoked"
     API_KEY_CREATED = "api_key.created"
     API_KEY_REVOKED = "api_key.revoked"
+    API_KEY_ROLE_LOWERED = "api_key.role_lowered"
     INVITATION_CREATED = "invitation.created"
     INVITATION_USED = "invitation.used"
     INVITATION_REVOKED = "invitation.revoked"
@@ -35,6 +36,7 @@ class Action(models.TextChoices):
     ENCRYPTION_KEYS_ROTATED = "encryption_keys.rotated"
     LOGIN_SUCCEEDED = "login.succeeded"
     LOGIN_FAILED = "login.failed"
+    LOGIN_THROTTLED = "login.throttled"
 
 
 class AuditEventQuerySet(models.QuerySet):

@@ -10,7 +10,9 @@ from audit.services import record
 
 
 def _ip(request) -> str | None:
-    return context.clean_ip(request.META.get("REMOTE_ADDR")) if request is not None else None
+    from euler.ratelimit import client_ip
+
+    return context.clean_ip(client_ip(request)) if request is not None else None
 
 
 def _method(request) -> str:

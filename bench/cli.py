@@ -1,25 +1,27 @@
-"""`euler run` of the hello job versus the same job over raw HTTP, and `euler --version` alone.
+"""`euler run` of the trivial container against `docker run --rm` of it, in alternating pairs.
 
-    .venv/bin/python bench/cli.py [--runs 20]
+    .venv/bin/python bench/cli.py [--pairs 10] [--warmup 2]
 
 Boots the real platform like bench/job_latency.py (uvicorn web, Celery worker and beat, one `./euler-node`
-agent on the local Docker engine, a throw-away SQLite database unless DATABASE_URL names one), then, in
-turns so that drift hits both alike:
-- raw: from this process, with an httpx client already imported and connected, `POST /api/v1/jobs`, then
-  `GET /api/v1/jobs/{id}/logs?follow=1` read to its end, then `GET /api/v1/jobs/{id}` (the exit code);
-- cli: `.venv/bin/euler run -q IMAGE -- echo hello from Euler` as a subprocess, start-up included, until it exits.
-Prints the median (and p90) of each over `--runs` runs, the CLI's added time, and the medians of
-`euler --version` and `python -c pass` (the interpreter's own start-up) as subprocesses.
+agent on the local Docker engine, a throw-away SQLite database unless DATABASE_URL names one), then runs, in
+turns so that drift hits all alike:
+- docker: `docker run --rm --network none alpine:3.20 true`, a subprocess, until it exits;
+- euler:  `euler run --network none alpine:3.20 -- true`, a subprocess, start-up included, until it exits;
+- server: from this process, with an HTTP client already connected, `POST /api/v1/jobs` of the same job, then
+  the job read until it shows `succeeded` (polled every 10 ms): the server's own path, without the CLI.
+Prints the medians (and p90), the ratios to docker, and the CPU time (user + sys) of the euler process
+(getrusage of the children), with `euler --version` and `python -c pass` for scale.
 
-On a busy machine the job's own time (queue, container start, end report) varies by more than the CLI
-costs, so each run is also split at the server's records (same clock): client side = (job created −
-start) + (end seen − job ended), i.e. the whole run minus what the server and the node spent on the job;
-and the CPU time (user + sys) each subprocess used.
+`--before DIR` adds, in each round, `euler run` with PYTHONPATH=DIR: an older client under the same load, e.g.
+    git archive 07f023c client | tar -x -C /tmp/before && .venv/bin/python bench/cli.py --before /tmp/before/client
+The client packages are byte-compiled first, as `pip install` leaves them (PYTHONDONTWRITEBYTECODE=1 would
+otherwise make every start compile them again).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import statistics
@@ -32,33 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 EULER = Path(sys.executable).parent / "euler"
-IMAGE = "euler-test/busybox"
-HELLO = ["echo", "hello from Euler"]
-
-
-def server_span(http, job_id: int) -> float:
-    """Seconds from the job's creation to its end, from the server's records."""
-    from datetime import datetime
-
-    job = http.get(f"jobs/{job_id}").json()
-    created = datetime.fromisoformat(job["created_at"].replace("Z", "+00:00"))
-    ended = datetime.fromisoformat(job["ended_at"].replace("Z", "+00:00"))
-    return (ended - created).total_seconds()
-
-
-def raw(http) -> tuple[float, int]:
-    t0 = time.perf_counter()
-    r = http.post("jobs", json={"name": "hello", "image": IMAGE, "command": HELLO, "cpu_milli": 100,
-                                "memory_bytes": 32 << 20, "timeout_seconds": 60})  # fmt: skip
-    r.raise_for_status()
-    job_id = r.json()["id"]
-    with http.stream("GET", f"jobs/{job_id}/logs", params={"follow": "1"}) as response:
-        text = "".join(response.iter_text())
-    job = http.get(f"jobs/{job_id}").json()
-    elapsed = time.perf_counter() - t0
-    if text != "hello from Euler\n" or job["state"] != "succeeded":
-        raise SystemExit(f"raw: job {job_id} {job['state']}, log {text!r}")
-    return elapsed, job_id
+IMAGE = "alpine:3.20"
+DOCKER = ["docker", "run", "--rm", "--network", "none", IMAGE, "true"]
+CLI = [str(EULER), "run", "--network", "none", IMAGE, "--", "true"]
 
 
 def children_cpu() -> float:
@@ -66,29 +44,51 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-CPU: dict[str, list[float]] = {"euler run": [], "euler --version": [], "python -c pass": []}
-
-
-def cli(env: dict, http) -> tuple[float, int]:
-    argv = [str(EULER), "run", "-q", "--cpu", "100m", "--memory", "32Mi", "--timeout", "60", IMAGE, "--", *HELLO]
+def timed(argv: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one subprocess, which must exit 0."""
     cpu0, t0 = children_cpu(), time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-    elapsed = time.perf_counter() - t0
-    CPU["euler run"].append(children_cpu() - cpu0)
-    if done.returncode != 0 or done.stdout != "hello from Euler\n":
-        raise SystemExit(f"cli: exit {done.returncode}, stdout {done.stdout!r}, stderr {done.stderr!r}")
-    job_id = http.get("jobs", params={"page_size": 1}).json()["results"][0]["id"]  # the newest: this one
-    return elapsed, job_id
+    elapsed, cpu = time.perf_counter() - t0, children_cpu() - cpu0
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[:2]}: exit {done.returncode}, stdout {done.stdout!r}, stderr {done.stderr!r}")
+    return elapsed, cpu
 
 
-def startup(label: str, argv: list[str], runs: int) -> list[float]:
-    times = []
-    for _ in range(runs):
-        cpu0, t0 = children_cpu(), time.perf_counter()
-        subprocess.run(argv, capture_output=True, check=True)
-        times.append(time.perf_counter() - t0)
-        CPU[label].append(children_cpu() - cpu0)
-    return times
+def stamp(value: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+SPANS: dict[str, list[float]] = {
+    "submit → placed": [],  # the scheduling pass (the attempt row is written)
+    "placed → started": [],  # the agent's long poll answers, docker create, attach, start, the report
+    "started → ended": [],  # the container runs and exits, the agent sees it and reports
+    "ended → API shows it": [],
+}
+
+
+def server_path(http) -> float:
+    """Submit the same job over the API and read it until it shows succeeded; its spans from the server's records."""
+    wall0, t0 = time.time(), time.perf_counter()
+    r = http.post("jobs", json={"name": "true", "image": IMAGE, "command": ["true"], "network": "none",
+                                "cpu_milli": 500, "memory_bytes": 256 << 20, "timeout_seconds": 3600})  # fmt: skip
+    r.raise_for_status()
+    job_id = r.json()["id"]
+    while True:
+        job = http.get(f"jobs/{job_id}").json()
+        state = job["state"]
+        if state == "succeeded":
+            elapsed, seen = time.perf_counter() - t0, time.time()
+            attempt = job["attempts"][-1]
+            placed, started, ended = stamp(attempt["created_at"]), stamp(attempt["started_at"]), stamp(job["ended_at"])
+            spans = (placed - wall0, started - placed, ended - started, seen - ended)
+            for label, span in zip(SPANS, spans, strict=True):
+                SPANS[label].append(span)
+            return elapsed
+        if state in ("failed", "cancelled", "lost"):
+            raise SystemExit(f"server path: job {job_id} {state}")
+        time.sleep(0.01)
 
 
 def p90(values: list[float]) -> float:
@@ -98,44 +98,63 @@ def p90(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--pairs", "--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--before", metavar="DIR", help="a directory holding an older euler_client, run beside")
     args = parser.parse_args()
     if not EULER.exists():
         raise SystemExit(f"{EULER} is missing: pip install -e ./client")
+    import euler_client
     from job_latency import boot
 
+    compileall.compile_dir(Path(euler_client.__file__).parent, quiet=1)
+    if args.before:
+        compileall.compile_dir(Path(args.before) / "euler_client", quiet=1)
+
+    figures: dict[str, list[float]] = {"docker run --rm": [], "euler run": [], "server path (API)": []}
+    cpu: dict[str, list[float]] = {"euler run": [], "euler --version": [], "python -c pass": []}
+    if args.before:
+        figures["euler run (before)"], cpu["euler run (before)"] = [], []
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
         platform, http, key = boot(Path(tmp))
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "EULER_URL": platform.url, "EULER_API_KEY": key}
+        env = {**os.environ, "HOME": tmp, "EULER_URL": platform.url, "EULER_API_KEY": key}
         try:
-            raws, clis, raw_sides, cli_sides = [], [], [], []
-            for i in range(args.warmup + args.runs):
-                (r, r_id), (c, c_id) = raw(http), cli(env, http)
+            for i in range(args.warmup + args.pairs):
+                docker_s, _ = timed(DOCKER)
+                euler_s, euler_cpu = timed(CLI, env)
+                server_s = server_path(http)
+                if args.before:
+                    before_s, before_cpu = timed(CLI, {**env, "PYTHONPATH": args.before})
                 if i >= args.warmup:
-                    raws.append(r)
-                    clis.append(c)
-                    raw_sides.append(r - server_span(http, r_id))
-                    cli_sides.append(c - server_span(http, c_id))
+                    if args.before:
+                        figures["euler run (before)"].append(before_s)
+                        cpu["euler run (before)"].append(before_cpu)
+                    figures["docker run --rm"].append(docker_s)
+                    figures["euler run"].append(euler_s)
+                    figures["server path (API)"].append(server_s)
+                    cpu["euler run"].append(euler_cpu)
         finally:
+            http.close()
             platform.stop()
-    version = startup("euler --version", [str(EULER), "--version"], args.runs)
-    bare = startup("python -c pass", [sys.executable, "-c", "pass"], args.runs)
-    load = os.getloadavg()[0]
-    print(f"euler run of the hello job vs raw HTTP, {args.runs} runs each, alternating (load average {load:.1f})")
-    for label, values in (("raw HTTP (in process)", raws), ("euler run (subprocess)", clis)):
-        print(f"  {label:<24} median {statistics.median(values) * 1000:6.0f} ms   p90 {p90(values) * 1000:6.0f} ms")
-    added = statistics.median(clis) - statistics.median(raws)
-    print(f"  euler run adds           {added * 1000:6.0f} ms (median vs median; goal ≤ 150 ms)")
-    for label, values in (("raw HTTP, client side", raw_sides), ("euler run, client side", cli_sides)):
-        print(f"  {label:<24} median {statistics.median(values) * 1000:6.0f} ms   p90 {p90(values) * 1000:6.0f} ms")
-    side = statistics.median(cli_sides) - statistics.median(raw_sides)
-    print(f"  euler run adds, client side only {side * 1000:6.0f} ms (without the job's own time)")
-    print(f"  euler --version          median {statistics.median(version) * 1000:6.0f} ms")
-    print(f"  python -c pass           median {statistics.median(bare) * 1000:6.0f} ms (interpreter start-up)")
-    print("  CPU time of the process (user + sys; less sensitive to other load than wall time):")
-    for label, values in CPU.items():
-        print(f"    {label:<22} median {statistics.median(values) * 1000:6.0f} ms")
+    for label, argv in (
+        ("euler --version", [str(EULER), "--version"]),
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+    ):
+        for _ in range(args.pairs):
+            cpu[label].append(timed(argv)[1])
+    docker = statistics.median(figures["docker run --rm"])
+    print(f"euler run vs docker run --rm of `{IMAGE} true` with --network none, {args.pairs} alternating rounds"
+          f" (load average {os.getloadavg()[0]:.1f})")  # fmt: skip
+    for label, values in figures.items():
+        median = statistics.median(values)
+        print(f"  {label:<20} median {median * 1000:6.0f} ms   p90 {p90(values) * 1000:6.0f} ms"
+              f"   {median / docker:4.2f}x docker")  # fmt: skip
+    print("  the server path, from the server's records (median):")
+    for label, values in SPANS.items():
+        print(f"    {label:<26} {statistics.median(values[-args.pairs :]) * 1000:6.0f} ms")
+    print("  CPU time of the process (user + sys), median:")
+    for label, values in cpu.items():
+        print(f"    {label:<18} {statistics.median(values) * 1000:6.0f} ms")
 
 
 if __name__ == "__main__":

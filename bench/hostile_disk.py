@@ -3,8 +3,8 @@
     .venv/bin/python bench/hostile_disk.py [--runs 10] [--limit-mib 16] [--volume] [--walk-files 200000]
 
 Each run starts a container that writes limit + 1 MiB in one `dd` (so it crosses the limit at the end of the
-write) and then prints a marker; the agent's DiskGuard (the code the executor runs, measuring Docker's SizeRw
-plus a walk of each volume mount) watches it. With `--volume` the container's image declares `VOLUME /data`
+write) and then prints a marker; the agent's DiskGuard (the code the executor runs: a walk of the writable layer's
+directory by allocated blocks and inodes, plus each volume mount) watches it. With `--volume` the container's image declares `VOLUME /data`
 (built from `euler-test/busybox`) and the job writes there, outside its writable layer. The figure is the
 `die` event's time minus the moment the marker arrived on the log stream: it measures the guard's polling
 delay plus the kill, and slightly understates the last MiB's write. Then the guard's cost on a tree of many

@@ -25,27 +25,72 @@ def request_project(request):
     return project
 
 
-def require_owner(request) -> None:
-    """Owner-only operations; an API key acts with the owner's rights of its project."""
-    from quotas.models import ApiKey, Membership, Role
+def request_role(request) -> str | None:
+    """The role the caller acts with in its project: a key's role lowered to its creator's current role,
+    or the session user's membership role; None when the caller is no member."""
+    if hasattr(request, "_euler_role"):
+        return request._euler_role
+    from quotas.models import ApiKey, Membership
 
-    if isinstance(getattr(request, "auth", None), ApiKey):
-        return
-    project = request_project(request)
-    if not Membership.objects.filter(project=project, user=request.user, role=Role.OWNER).exists():
-        raise Forbidden("Only a project owner can do this.", code="owner_required")
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        role = getattr(auth, "acting_role", None)
+    else:
+        project = request_project(request)
+        user = getattr(request, "user", None)
+        role = None
+        if project is not None and getattr(user, "pk", None):
+            role = Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
+    request._euler_role = role
+    return role
+
+
+def request_user(request):
+    """The human behind the call: the session user, or the user who made the API key (None for an operator's)."""
+    from quotas.models import ApiKey
+
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        return auth.created_by
+    user = getattr(request, "user", None)
+    return user if getattr(user, "pk", None) else None
+
+
+def check_access(request, rule, body_fields=()) -> None:
+    """Raise Forbidden (403, `<role>_required`) when the caller's role does not satisfy `rule`."""
+    from quotas.access import refusal
+
+    refused = refusal(rule, request_role(request), body_fields)
+    if refused is not None:
+        raise Forbidden(refused[1], code=refused[0])
+
+
+def require_owner(request) -> None:
+    """Owner-only, for code that decides inside a view; routes declare `access` instead (quotas/access.py)."""
+    from quotas.access import owner
+
+    check_access(request, owner())
 
 
 class HasProject(permissions.BasePermission):
-    """Authenticated by API key or session, and acting within a project."""
+    """Authenticated by API key or session, acting within a project, with the role the view declares
+    for the method (`access`, see quotas/access.py). A view that declares nothing is owner-only."""
 
     def has_permission(self, request, view) -> bool:
+        from quotas.access import owner, rule_for
+
         if request.user is None or not request.user.is_authenticated:
             if request.auth is None:
                 return False
         project = request_project(request)
         if project is None:
             raise NotFound("You are not a member of any project.", code="no_project")
+        rule = rule_for(getattr(view, "access", None), request.method) or owner()
+        fields = ()
+        if rule.owner_fields:
+            data = request.data
+            fields = data.keys() if isinstance(data, dict) else ()
+        check_access(request, rule, fields)
         return True
 
 

@@ -6,6 +6,6 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
 
-app = Celery("euler")
+app = Celery("euler", task_cls="euler.celerytask:EulerTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

@@ -8,8 +8,10 @@ passed WARN_SECONDS, so that a heartbeat latency spike can be told from the coll
 
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
+import sys
 import time
 
 from euler import metrics
@@ -22,6 +24,8 @@ _started: list[float] = [0.0]
 
 
 def _callback(phase: str, info: dict) -> None:
+    if sys.is_finalizing():  # the collections of the interpreter's own exit: nothing is left to report to
+        return
     if phase == "start":
         _started[0] = time.perf_counter()
         return
@@ -41,6 +45,14 @@ def install() -> None:
     """Idempotent: one callback per process."""
     if _callback not in gc.callbacks:
         gc.callbacks.append(_callback)
+        atexit.register(uninstall)
+
+
+def uninstall() -> None:
+    """At exit: the collections of the interpreter's shutdown must not start the metrics flusher thread (a
+    thread started then never runs, and its start() waited forever: pytest and the web hung at exit)."""
+    if _callback in gc.callbacks:
+        gc.callbacks.remove(_callback)
 
 
 def tune(full_after: int) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import sys
 import threading
 from collections import defaultdict, deque
 
@@ -22,6 +23,7 @@ COUNTERS = {
     "euler_invocations_total": "Agent invocations relayed by the gateway",
     "euler_log_bytes_total": "Job log bytes stored",
     "euler_scheduling_passes_total": "Scheduling passes run",
+    "euler_tasks_skipped_total": "Periodic task runs skipped because the previous run was still going",
 }
 HISTOGRAMS = {
     "euler_scheduling_pass_seconds": (
@@ -122,6 +124,8 @@ def _run() -> None:
 
 def _ensure_flusher() -> None:
     global _flusher
+    if sys.is_finalizing():  # no thread can start now; the atexit flush has run
+        return
     if _flusher is None or not _flusher.is_alive():
         with _lock:
             if _flusher is None or not _flusher.is_alive():

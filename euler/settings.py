@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import secrets
 from datetime import timedelta
@@ -244,6 +245,14 @@ STATIC_ROOT = DATA_DIR / "static"
 # --- Euler ----------------------------------------------------------------------------------
 EULER_METRICS_TOKEN = env_secret("EULER_METRICS_TOKEN")
 EULER_AUTH_FAILURES_PER_MINUTE = env_int("EULER_AUTH_FAILURES_PER_MINUTE", 30, minimum=0)
+EULER_AUTH_FAILURES_PER_ADDRESS_PER_MINUTE = env_int("EULER_AUTH_FAILURES_PER_ADDRESS_PER_MINUTE", 600, minimum=0)
+EULER_LOGIN_FAILURES_PER_15_MINUTES = env_int("EULER_LOGIN_FAILURES_PER_15_MINUTES", 10, minimum=0)
+EULER_TRUSTED_PROXIES = env_list("EULER_TRUSTED_PROXIES", [])
+for _cidr in EULER_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"EULER_TRUSTED_PROXIES: {_cidr!r} is not an address or CIDR") from None
 EULER_PUBLIC_URL = env_str("EULER_PUBLIC_URL", "http://127.0.0.1:8000")
 EULER_FREE_QUOTA_CPU_CORE_SECONDS = env_int("EULER_FREE_QUOTA_CPU_CORE_SECONDS", 360_000, minimum=0)
 EULER_FREE_QUOTA_GPU_SECONDS = env_int("EULER_FREE_QUOTA_GPU_SECONDS", 36_000, minimum=0)
@@ -275,6 +284,27 @@ EULER_RETENTION_BATCH = env_int("EULER_RETENTION_BATCH", 500, minimum=1, maximum
 EULER_LOG_COMPACT_AFTER = env_int("EULER_LOG_COMPACT_AFTER", 300, minimum=0)
 CELERY_BEAT_SCHEDULE["euler-purge-expired"] = {"task": "euler.tasks.purge_expired", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE["euler-compact-logs"] = {"task": "euler.tasks.compact_logs", "schedule": 60.0}
+
+# --- where tasks run and how long they may take (euler/taskpolicy.py, euler/celerytask.py) ----------------
+from kombu import Exchange as _Exchange  # noqa: E402
+from kombu import Queue as _Queue  # noqa: E402
+
+from euler import taskpolicy as _taskpolicy  # noqa: E402 - plain data, no Django imports
+
+_TASKS = _taskpolicy.policies(health_deadline=EULER_AGENT_HEALTH_DEADLINE)  # noqa: F821 - from agents/conf.py
+# A worker started without -Q serves every queue; `make up` and compose start one for `control` alone.
+CELERY_TASK_QUEUES = [_Queue(name, _Exchange(name), routing_key=name) for name in _taskpolicy.QUEUES]
+CELERY_TASK_DEFAULT_QUEUE = _taskpolicy.DEFAULT_QUEUE
+CELERY_TASK_ROUTES = _taskpolicy.routes(_TASKS)
+CELERY_TASK_ANNOTATIONS = _taskpolicy.annotations(_TASKS)
+# Tasks missing from the table (there should be none: a test checks) still get limits.
+CELERY_TASK_SOFT_TIME_LIMIT = 300
+CELERY_TASK_TIME_LIMIT = 360
+EULER_SINGLE_FLIGHT_TASKS = _taskpolicy.single_flight(_TASKS)
+CELERY_BEAT_SCHEDULE = _taskpolicy.with_expiry(CELERY_BEAT_SCHEDULE)
+# A pool process whose resident memory passes this (MiB) is replaced after its current task.
+EULER_WORKER_MAX_MEMORY_MB = env_int("EULER_WORKER_MAX_MEMORY_MB", 512, minimum=64)
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = EULER_WORKER_MAX_MEMORY_MB * 1024  # KiB, as Celery counts it
 
 EULER_LOG_FORMAT = env_str("EULER_LOG_FORMAT", "plain" if DEBUG else "json")
 if EULER_LOG_FORMAT not in {"plain", "json"}:

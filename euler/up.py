@@ -1,4 +1,5 @@
-"""`make up`: migrate, create the admin once, then run redis, web, worker, beat (and a local node) in the foreground.
+"""`make up`: migrate, create the admin once, then run redis, web, two workers (the control loop's and the
+background one), beat (and a local node) in the foreground.
 
 Ctrl-C, SIGTERM or SIGHUP stops every child within EULER_UP_STOP_TIMEOUT seconds (see euler/supervisor.py);
 a child that dies stops the rest and exits non-zero.
@@ -101,6 +102,18 @@ def _port_free(host: str, port: str) -> bool:
     return True
 
 
+def worker_commands(py: str, *, loglevel: str = "warning", concurrency: int = 2) -> list[tuple[str, list[str]]]:
+    """The two Celery workers: `worker-control` serves only the control loop (scheduling, liveness), `worker` the
+    health checks and maintenance, so that no tenant-driven task shares a process with the control loop."""
+    from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE
+
+    common = [py, "-m", "celery", "-A", "euler", "worker", "-l", loglevel, "-c", str(concurrency)]
+    return [
+        ("worker-control", [*common, "-Q", CONTROL, "-n", "control@%h"]),
+        ("worker", [*common, "-Q", f"{HEALTH},{MAINTENANCE}", "-n", "background@%h"]),
+    ]
+
+
 def _start_services(sup: Supervisor, settings, *, host: str, port: str) -> None:
     server = os.environ.get("EULER_WEB_SERVER", "uvicorn")
     py = sys.executable
@@ -112,7 +125,8 @@ def _start_services(sup: Supervisor, settings, *, host: str, port: str) -> None:
         # Node agents hold a long-poll open (up to 25 s): cut it (they retry) rather than run into the bound.
         web += ["--timeout-graceful-shutdown", str(max(1, int(sup.stop_timeout / 3)))]
     sup.spawn("web", web)
-    sup.spawn("worker", [py, "-m", "celery", "-A", "euler", "worker", "-l", "warning", "-c", "2"])
+    for name, argv in worker_commands(py):
+        sup.spawn(name, argv)
     sup.spawn(
         "beat",
         [

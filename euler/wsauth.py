@@ -12,18 +12,17 @@ from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.security.websocket import AllowedHostsOriginValidator
 
-from euler.ratelimit import RateLimited
+from euler.ratelimit import RateLimited, scope_ip
 
 CLOSE_RATE_LIMITED = 4429
 
 
 @database_sync_to_async
-def _project_for_key(raw: str, who: str | None):
-    """The key's project or None; raises RateLimited past the failed-guess limit (as the HTTP API does)."""
+def _key_for(raw: str, who: str | None):
+    """The key or None; raises RateLimited past the failed-guess limit (as the HTTP API does)."""
     from quotas.auth import apikey_authenticate_limited
 
-    key = apikey_authenticate_limited(raw=raw, who=who)
-    return key.project if key else None
+    return apikey_authenticate_limited(raw=raw, who=who)
 
 
 async def _refuse(receive, send, code: int) -> None:
@@ -41,12 +40,14 @@ class ApiKeyOrSessionMiddleware:
         scope["euler_project"] = None
         for name, value in scope.get("headers", []):
             if name == b"x-euler-api-key":
-                client = scope.get("client") or ("", 0)
                 try:
-                    scope["euler_project"] = await _project_for_key(value.decode("latin-1"), client[0] or "unknown")
+                    key = await _key_for(value.decode("latin-1"), scope_ip(scope))
                 except RateLimited:
                     return await _refuse(receive, send, CLOSE_RATE_LIMITED)
                 scope["euler_api_key"] = True
+                if key is not None:
+                    # The consumer re-checks the key by id while the socket is open (revoked: closed).
+                    scope["euler_project"], scope["euler_api_key_id"] = key.project, key.pk
                 break
         return await self.inner(scope, receive, send)
 

@@ -1,8 +1,11 @@
 """Settings of the jobs app, read from the environment (merged into euler.settings)."""
 
+import re
 from datetime import timedelta
 
-from euler.env import env_float, env_int
+from django.core.exceptions import ImproperlyConfigured
+
+from euler.env import env_float, env_int, env_list
 
 # How often beat runs a scheduling pass (passes also run on submit, attempt end and node changes).
 EULER_SCHEDULER_INTERVAL = env_float("EULER_SCHEDULER_INTERVAL", 2.0, minimum=0.1)
@@ -28,6 +31,12 @@ EULER_JOB_MISSING_GRACE = env_float("EULER_JOB_MISSING_GRACE", 20.0, minimum=1)
 EULER_SCHEDULER_RESERVE_AFTER = env_float("EULER_SCHEDULER_RESERVE_AFTER", 300.0, minimum=0)
 # Fair share blends in decayed recent usage from the ledger with this half-life (seconds); 0: running holdings only.
 EULER_FAIRSHARE_HALF_LIFE = env_float("EULER_FAIRSHARE_HALF_LIFE", 0.0, minimum=0)
+# Image registries that jobs may name although the image policy would refuse them (an IP address, a local-only
+# name, a name that resolves to a private address): `host` (every port) or `host:port`, comma-separated.
+EULER_ALLOWED_REGISTRIES = env_list("EULER_ALLOWED_REGISTRIES", [])
+for _entry in EULER_ALLOWED_REGISTRIES:
+    if not re.fullmatch(r"[A-Za-z0-9.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?", _entry):
+        raise ImproperlyConfigured(f"EULER_ALLOWED_REGISTRIES: {_entry!r} is not a registry host or host:port")
 
 BEAT_SCHEDULE: dict = {
     "jobs-schedule-pass": {"task": "jobs.tasks.schedule", "schedule": timedelta(seconds=EULER_SCHEDULER_INTERVAL)},

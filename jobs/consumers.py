@@ -9,6 +9,8 @@ The database is the source of truth: a live message that skips a seq makes the c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from types import SimpleNamespace
 
 from channels.db import database_sync_to_async
@@ -33,6 +35,13 @@ def _project_from_session(scope):
 
 
 @database_sync_to_async
+def _alive(credential: tuple) -> bool:
+    from quotas.selectors import credential_alive
+
+    return credential_alive(credential)
+
+
+@database_sync_to_async
 def _target(project, job_id: int):
     return log_target(project=project, job_id=job_id)
 
@@ -54,6 +63,7 @@ def _attempt(attempt_id: int):
 
 class JobLogsConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
+    watcher: asyncio.Task | None = None
 
     async def connect(self):
         from euler.errors import NotFound
@@ -65,6 +75,12 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
         if project is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        if self.scope.get("euler_api_key_id"):
+            self.credential = ("key", self.scope["euler_api_key_id"])
+        else:
+            session = self.scope.get("session")
+            user = self.scope.get("user")
+            self.credential = ("session", getattr(session, "session_key", None), getattr(user, "pk", None), project.pk)
         try:
             target = await _target(project, self.job_id)
         except NotFound:
@@ -76,6 +92,7 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
         self.group = f"jobs.{self.job_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)  # before the backlog: nothing falls between
         await self.accept()
+        self.watcher = asyncio.ensure_future(self._watch_credential())
         await self._catch_up()
         state = await _job_state(self.job_id)
         if state in TERMINAL:
@@ -94,7 +111,26 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
             return -1  # a retry started while the client was away: the new attempt's log from its start
         return max(int(after), -1)
 
+    async def _watch_credential(self) -> None:
+        """Close the socket once its key is revoked, or its session signed out or removed from the project."""
+        from quotas.selectors import RECHECK_SECONDS
+
+        while True:
+            await asyncio.sleep(RECHECK_SECONDS)
+            try:
+                alive = await _alive(self.credential)
+            except Exception:  # noqa: BLE001 - a database hiccup is not a revocation; look again next time
+                continue
+            if not alive:
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return
+
     async def disconnect(self, code):
+        if self.watcher is not None:
+            self.watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.watcher
+            self.watcher = None
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
             self.group = None

@@ -7,6 +7,7 @@ would be buffered whole), until the attempt ends.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -17,6 +18,7 @@ from euler.errors import EulerError, InvalidInput, NotFound, Unauthorized
 from jobs import logstore
 from jobs.models import Attempt, Job
 from jobs.states import ATTEMPT_ACTIVE, TERMINAL
+from quotas.access import declare, member
 
 FOLLOW_POLL_SECONDS = 0.25
 READ_BATCH = 500
@@ -34,13 +36,15 @@ def project_for_request(request) -> object:
     """The caller's project by `X-Euler-API-Key` or the console session; raises 401/404 like the API."""
     from euler import ratelimit
     from quotas.auth import apikey_authenticate_limited
-    from quotas.selectors import session_project
+    from quotas.selectors import credential_of, session_project
 
     raw = request.META.get("HTTP_X_EULER_API_KEY")
     if raw is not None:
         key = apikey_authenticate_limited(raw=raw, who=ratelimit.client_ip(request))
         if key is None:
             raise Unauthorized("The API key is unknown or revoked.", code="invalid_api_key")
+        request._euler_key = key
+        request._euler_credential = credential_of(request, key.project)
         return key.project
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
@@ -48,6 +52,7 @@ def project_for_request(request) -> object:
     project = session_project(request)
     if project is None:
         raise NotFound("You are not a member of any project.", code="no_project")
+    request._euler_credential = credential_of(request, project)
     return project
 
 
@@ -107,19 +112,39 @@ def _error(exc: EulerError) -> JsonResponse:
     return JsonResponse(exc.as_dict(), status=exc.status_code)
 
 
-async def follow(attempt_id: int | None, job_id: int):
+class _Credential:
+    """Re-checks the follower's key or session every RECHECK_SECONDS (one small query), not every poll."""
+
+    def __init__(self, credential: tuple | None):
+        self.credential = credential
+        self.checked = time.monotonic()
+
+    async def alive(self) -> bool:
+        from quotas.selectors import RECHECK_SECONDS, credential_alive
+
+        if self.credential is None or time.monotonic() - self.checked < RECHECK_SECONDS:
+            return True
+        self.checked = time.monotonic()
+        return await sync_to_async(credential_alive)(self.credential)
+
+
+async def follow(attempt_id: int | None, job_id: int, credential: tuple | None = None):
     """Yields the attempt's log text as it is stored, from the first chunk, until the attempt ends.
 
     A job that is not placed yet is waited for: its first attempt is followed (or nothing, if it ends first).
+    The stream ends early once the credential it was opened with is revoked, signed out or no longer a member.
     """
+    still = _Credential(credential)
     while attempt_id is None:
         attempt_id, ended = await sync_to_async(first_attempt_or_end)(job_id)
         if attempt_id is None:
-            if ended:
+            if ended or not await still.alive():
                 return
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
     last = -1
     while True:
+        if not await still.alive():
+            return
         rows, more = await sync_to_async(follow_step)(attempt_id, last)
         for seq, _stream, data in rows:
             last = seq
@@ -130,6 +155,7 @@ async def follow(attempt_id: int | None, job_id: int):
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
 
 
+@declare(get=member())
 @require_GET
 async def job_logs(request: HttpRequest, job_id: int):
     following = request.GET.get("follow") in ("1", "true")
@@ -156,5 +182,5 @@ async def job_logs(request: HttpRequest, job_id: int):
     if target.attempt_id is None and not following:
         return HttpResponse("", content_type="text/plain; charset=utf-8", headers=headers)
     headers["X-Accel-Buffering"] = "no"
-    stream = follow(target.attempt_id, target.job_id)
+    stream = follow(target.attempt_id, target.job_id, getattr(request, "_euler_credential", None))
     return StreamingHttpResponse(stream, content_type="text/plain; charset=utf-8", headers=headers)

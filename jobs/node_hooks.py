@@ -36,6 +36,7 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         network=job.network,
         gpu_uuids=list(attempt.gpu_uuids or []),
         timeout_seconds=job.timeout_seconds,
+        node_trust=node.trust,
     )
 
 

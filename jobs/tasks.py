@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from euler.celerytask import note_skipped
 from jobs import attempts, budgets
 from jobs.scheduling import cycle
 from jobs.wakeups import SCHEDULE_TASK
@@ -11,7 +12,8 @@ from jobs.wakeups import SCHEDULE_TASK
 
 @shared_task(name=SCHEDULE_TASK, ignore_result=True)
 def schedule() -> None:
-    cycle.run()
+    if cycle.run().busy:  # single-flight on the pass's own lock: the holder sees the dirty flag and goes again
+        note_skipped(SCHEDULE_TASK, "another pass is running")
 
 
 @shared_task(name="jobs.tasks.node_lost", ignore_result=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from euler.errors import InvalidInput
+from nodeagent import imageref
 
 MIB = 1024 * 1024
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -26,12 +27,6 @@ FORBIDDEN_OPTIONS = frozenset(
     }
 )  # fmt: skip
 
-# docker reference: [registry[:port]/]path[:tag][@digest]
-_IMAGE = re.compile(
-    r"^(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
-    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
-)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 _REGION = re.compile(r"^[A-Za-z0-9._-]{0,63}$")
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
@@ -57,8 +52,20 @@ def name(value) -> str:
 
 
 def image(value) -> str:
-    if not isinstance(value, str) or len(value) > 512 or not _IMAGE.match(value):
-        raise InvalidInput("image is not a valid image reference (e.g. alpine:3.20).", code="invalid_image")
+    """Docker's reference grammar (nodeagent/imageref.py), then the image policy: a registry that is an IP
+    address, a local-only name or a name that resolves to a non-public address is refused, unless the operator
+    lists it in EULER_ALLOWED_REGISTRIES. The agent checks again before it pulls."""
+    from django.conf import settings
+
+    try:
+        ref = imageref.parse(value)
+    except imageref.InvalidReference as exc:
+        raise InvalidInput(
+            f"image is not a valid image reference (e.g. alpine:3.20): {exc}.", code="invalid_image"
+        ) from None
+    why = imageref.check(ref, allowed=settings.EULER_ALLOWED_REGISTRIES, unresolved_ok=True)
+    if why:
+        raise InvalidInput(f"{why}: refused by the image policy.", code="forbidden_image_registry")
     return value
 
 

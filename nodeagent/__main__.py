@@ -2,4 +2,4 @@ import sys
 
 from nodeagent.daemon import main
 
-sys.exit(main())
+sys.exit(main(argv=sys.argv[1:]))

@@ -166,7 +166,7 @@ class AttemptRun:
             return False
         self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
         try:
-            runner.ensure_image(a.image)
+            self.ex.ensure_image(a)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
             kwargs = create_kwargs(
                 a,

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import ipaddress
+import ssl
 import threading
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -60,8 +62,22 @@ def check_url(url: str, *, allow_insecure: bool = False) -> str:
     return base
 
 
+def tls_context(ca_file: Path | str | None) -> ssl.SSLContext | bool:
+    """What httpx verifies the server with: the CA file alone when one is given (a platform behind a private CA,
+    e.g. Caddy's `tls internal`: no other CA is trusted then), else the public CAs (certifi)."""
+    if not ca_file:
+        return True
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
 class ControlPlaneClient:
-    def __init__(self, base_url: str, credential: str | None = None, allow_insecure: bool = False) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        credential: str | None = None,
+        allow_insecure: bool = False,
+        ca_file: Path | str | None = None,
+    ) -> None:
         self.base_url = check_url(base_url, allow_insecure=allow_insecure)
         self._credential = credential
         self._lock = threading.Lock()
@@ -70,6 +86,7 @@ class ControlPlaneClient:
             timeout=httpx.Timeout(10.0, connect=5.0),
             follow_redirects=False,
             trust_env=False,
+            verify=tls_context(ca_file),
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,15 @@ from pydantic import TypeAdapter, ValidationError
 
 from nodeagent import protocol
 from nodeagent.client import InsecureURL, check_url
-from nodeagent.offer import Caps, NetworkPolicy, OfferError, load_caps, load_network_policy
+from nodeagent.offer import (
+    Caps,
+    ImagePolicy,
+    NetworkPolicy,
+    OfferError,
+    load_caps,
+    load_image_policy,
+    load_network_policy,
+)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -32,8 +41,10 @@ class AgentConfig:
     region: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     allow_insecure: bool = False
+    ca_file: Path | None = None  # the only CA trusted for the control plane's certificate (EULER_CA_FILE)
     caps: Caps = field(default_factory=Caps)  # the lender's caps on what this node offers
     network: NetworkPolicy = field(default_factory=NetworkPolicy)  # the jobs' egress policy
+    images: ImagePolicy = field(default_factory=ImagePolicy)  # which images run here, and the cache cap
 
 
 def _bool(env: Mapping[str, str], name: str) -> bool:
@@ -76,6 +87,20 @@ def parse_labels(text: str) -> dict[str, str]:
     return labels
 
 
+def load_ca_file(env: Mapping[str, str]) -> Path | None:
+    """EULER_CA_FILE: a PEM file of the CA that signed the control plane's certificate, checked here so that a
+    wrong path stops the agent at start-up rather than at its first request."""
+    raw = (env.get("EULER_CA_FILE") or "").strip()
+    if not raw:
+        return None
+    path = Path(raw).expanduser()
+    try:
+        ssl.create_default_context(cafile=str(path))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"EULER_CA_FILE: cannot load a PEM CA certificate from {raw!r} ({exc})") from None
+    return path
+
+
 def load(env: Mapping[str, str] | None = None) -> AgentConfig:
     env = os.environ if env is None else env
     url = (env.get("EULER_CONTROL_PLANE_URL") or "").strip()
@@ -86,6 +111,7 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         url = check_url(url, allow_insecure=allow_insecure)
     except InsecureURL as exc:
         raise ConfigError(str(exc)) from None
+    ca_file = load_ca_file(env)
     name = (env.get("EULER_NODE_NAME") or "").strip() or default_name()
     try:
         TypeAdapter(protocol.Name).validate_python(name)
@@ -98,7 +124,7 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         raise ConfigError(f"EULER_NODE_REGION: at most 63 letters, digits, '.', '_', '-'; got {region!r}")
     state_dir = Path(env.get("EULER_NODE_STATE_DIR") or default_state_dir()).expanduser()
     try:
-        caps, network = load_caps(env), load_network_policy(env)
+        caps, network, images = load_caps(env), load_network_policy(env), load_image_policy(env)
     except OfferError as exc:
         raise ConfigError(str(exc)) from None
     return AgentConfig(
@@ -109,6 +135,8 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         region=region,
         labels=parse_labels(env.get("EULER_NODE_LABELS", "")),
         allow_insecure=allow_insecure,
+        ca_file=ca_file,
         caps=caps,
         network=network,
+        images=images,
     )

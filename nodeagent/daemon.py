@@ -92,6 +92,7 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
         node_name=config.name,
         state_dir=config.state_dir,
         logger=logging.getLogger("euler.nodeagent.executor"),
+        images=config.images,
     )
     # The job network and its egress rules, before any container (adopted ones included) runs on it.
     instance = instance_id(url=config.url, node_name=config.name, state_dir=config.state_dir)
@@ -111,7 +112,10 @@ class Daemon:
         self.probe = probe or Probe()
         state.ensure_dir(config.state_dir)
         self.client = ControlPlaneClient(
-            config.url, credential=state.load_credential(config.state_dir), allow_insecure=config.allow_insecure
+            config.url,
+            credential=state.load_credential(config.state_dir),
+            allow_insecure=config.allow_insecure,
+            ca_file=config.ca_file,
         )
         self.executor = executor
         self.link = Link(log)
@@ -176,6 +180,7 @@ class Daemon:
             extra["disk_bytes"] = machine.disk_bytes + executor.disk_used()
         if executor is not None and hasattr(executor, "network_status"):
             extra["job_egress"], extra["job_egress_error"] = executor.network_status()
+        extra["allowed_images"] = list(self.config.images.patterns)
         return apply_caps(machine.model_copy(update=extra), self.config.caps)
 
     # --- loops -----------------------------------------------------------------------------------
@@ -309,7 +314,26 @@ class Daemon:
         return 0
 
 
-def main(env=None) -> int:
+def parse_args(argv: list[str], env) -> dict:
+    """The command line's few options, as the environment they stand for (`--ca-file PATH` = EULER_CA_FILE)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="euler-node", description="The Euler node agent (configured by EULER_* variables)."
+    )
+    parser.add_argument(
+        "--ca-file", help="PEM file of the CA that signed the control plane's certificate (EULER_CA_FILE)"
+    )
+    args = parser.parse_args(argv)
+    env = dict(os.environ if env is None else env)
+    if args.ca_file:
+        env["EULER_CA_FILE"] = args.ca_file
+    return env
+
+
+def main(env=None, argv: list[str] | None = None) -> int:
+    if argv:
+        env = parse_args(argv, env)
     level = ((env or os.environ).get("EULER_LOG_LEVEL") or "INFO").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would drown the state changes

@@ -187,22 +187,7 @@ class DockerRunner:
     def __init__(self, client: docker.DockerClient | None = None):
         self.client = client or docker.from_env(timeout=120)
 
-    # --- images and creation -------------------------------------------------------------
-    def ensure_image(self, image: str) -> None:
-        """The image is used if present, else pulled; anything else is `image_pull_failed`."""
-        try:
-            self.client.images.get(image)
-            return
-        except derrors.ImageNotFound:
-            pass
-        except derrors.APIError as exc:
-            raise RunnerError("image_pull_failed", f"{image}: {exc.explanation or exc}") from None
-        repo, tag = _split_image(image)
-        try:
-            self.client.images.pull(repo, tag=tag)
-        except (derrors.APIError, derrors.DockerException) as exc:
-            raise RunnerError("image_pull_failed", f"{image}: {getattr(exc, 'explanation', None) or exc}") from None
-
+    # --- creation (images: nodeagent/images.py) -------------------------------------------------------------
     def image_volumes(self, image: str) -> tuple[str, ...]:
         """The paths the image declares as VOLUMEs (each would get an anonymous volume), sorted."""
         try:
@@ -328,13 +313,3 @@ class DockerRunner:
             if c.attempt_id == attempt_id:
                 return self.inspect(c.container_id)
         return None
-
-
-def _split_image(image: str) -> tuple[str, str | None]:
-    if "@" in image:
-        return image, None
-    last = image.rsplit("/", 1)[-1]
-    if ":" in last:
-        repo, _, tag = image.rpartition(":")
-        return repo, tag
-    return image, "latest"

@@ -6,7 +6,13 @@ idempotent). Thin shell: `Egress` creates the bridge network and applies the pla
 Policy `public` (the default): the internet is reachable; the host itself (INPUT) and private, CGNAT,
 link-local (cloud metadata), multicast, reserved and ULA destinations (DOCKER-USER, or FORWARD where
 ip6tables has no DOCKER-USER) are rejected, except the host's DNS resolvers on port 53 (Docker's embedded DNS
-forwards a job's queries to them from the job's own network namespace) and the CIDRs the lender allows.
+forwards a job's queries to them from the job's own network namespace) and the CIDRs the lender allows. The
+lender's own blocked CIDRs are rejected first (they win over allowed ones), and DNS (53, and DNS over TLS on
+853) to anything but those resolvers is rejected: a job cannot use a resolver of its choosing as a channel.
+
+Never stale: the rules are verified (and put back) before each networked container starts, when the engine
+comes back after a restart or its job network is removed (the engine's event stream, `watch_engine`), and
+every VERIFY_EVERY_SECONDS besides.
 Every name carries this agent's instance id, so two agents on one engine never touch each other's bridge,
 chains or jumps, and no other chain or network is ever changed.
 """
@@ -57,6 +63,8 @@ BLOCKED_V6 = (
 LABEL_EGRESS_OWNER = "euler.egress-owner"
 SETUP_WAIT_SECONDS = 60.0
 VERIFY_EVERY_SECONDS = 30.0
+DNS_PORTS = (("udp", "53"), ("tcp", "53"), ("tcp", "853"))  # DNS, and DNS over TLS
+ENGINE_BACK_SECONDS = 0.2  # how often the watcher asks whether a restarting engine answers again
 
 
 class Step(NamedTuple):
@@ -130,7 +138,9 @@ def plan(policy: NetworkPolicy, names: Names, *, dns: list[str], v6_forward_pare
         dns_rules = [
             ["-d", ns, "-p", proto, "--dport", "53", "-j", "RETURN"] for ns in resolvers for proto in ("udp", "tcp")
         ]
-        forward = [established, *dns_rules, *(["-d", c, "-j", "RETURN"] for c in allowed)]
+        other_dns = [["-p", proto, "--dport", port, "-j", "REJECT"] for proto, port in DNS_PORTS]
+        forward = [established, *(["-d", c, "-j", "REJECT"] for c in _family(policy.blocked, version))]
+        forward += [*dns_rules, *other_dns, *(["-d", c, "-j", "RETURN"] for c in allowed)]
         forward += [["-d", c, "-j", "REJECT"] for c in blocked]
         host = [established, *dns_rules, ["-j", "REJECT"]]  # the host itself: nothing but its resolvers
         for chain, rules in ((names.forward, forward), (names.host, host)):
@@ -141,6 +151,35 @@ def plan(policy: NetworkPolicy, names: Names, *, dns: list[str], v6_forward_pare
             jump = ["-i", names.bridge, "-j", chain]
             steps.append(Step([binary, "-w", "-I", parent, "1", *jump], unless=[binary, "-w", "-C", parent, *jump]))
     return steps
+
+
+def rules_intact(steps: list[Step], listings: dict[str, str]) -> bool:
+    """Pure: whether `iptables -S` / `ip6tables -S` listings (by binary) hold every jump of the plan and, in each
+    of our chains, exactly as many rules as the plan appends (rule text is normalised by iptables, so counted)."""
+    expected: dict[tuple[str, str], int] = {}
+    for step in steps:
+        if step.argv[2] == "-A":
+            key = (step.argv[0], step.argv[3])
+            expected[key] = expected.get(key, 0) + 1
+    lines = {binary: text.splitlines() for binary, text in listings.items()}
+    for step in steps:
+        if step.argv[2] == "-I":  # [binary, -w, -I, parent, 1, -i, bridge, -j, chain]
+            binary, parent, bridge, chain = step.argv[0], step.argv[3], step.argv[6], step.argv[8]
+            jump = f"-A {parent} -i {bridge} -j {chain}"
+            if not any(line == jump or line.startswith(jump + " ") for line in lines.get(binary, ())):
+                return False
+    for (binary, chain), count in expected.items():
+        if sum(1 for line in lines.get(binary, ()) if line.startswith(f"-A {chain} ")) != count:
+            return False
+    return True
+
+
+def engine_event_matters(event: dict, network: str) -> bool:
+    """Pure: an engine event after which the rules are checked (the daemon reloaded; our network went)."""
+    if event.get("Type") == "daemon":
+        return True
+    attrs = (event.get("Actor") or {}).get("Attributes") or {}
+    return event.get("Type") == "network" and event.get("Action") == "destroy" and attrs.get("name") == network
 
 
 def removal(names: Names, *, v6_forward_parent: str = "DOCKER-USER") -> list[list[str]]:
@@ -192,11 +231,43 @@ class Egress:
         self.error = ""
         self.ready = threading.Event()
         self._stopped = threading.Event()
+        self._verifying = threading.Lock()  # the periodic check, the engine watcher and job starts verify
+        self.reinstalled = 0  # times the rules were found changed and put back (shown in tests and logs)
 
     def start(self) -> None:
         """`setup()` in the background, so that heartbeats (and adopted jobs) do not wait for iptables; a new
-        networked job waits for it in `refuse_reason()`."""
+        networked job waits for it in `refuse_reason()`. The engine watcher puts the rules back after a restart."""
         threading.Thread(target=self._keep, daemon=True, name="euler-egress").start()
+        threading.Thread(target=self.watch_engine, daemon=True, name="euler-egress-events").start()
+
+    def watch_engine(self) -> None:
+        """Follow the engine's events: when its stream ends (the engine stopped or restarted, flushing chains
+        as it comes back) wait until it answers again, then verify; verify too when our network is removed."""
+        api = self.docker.api
+        while not self._stopped.is_set():
+            try:
+                for event in api.events(decode=True, filters={"type": ["network", "daemon"]}):
+                    if self._stopped.is_set():
+                        return
+                    if engine_event_matters(event, self.names.network):
+                        self._verify_logged(f"the engine reported {event.get('Action')}")
+            except Exception as exc:  # noqa: BLE001 - the engine went away: wait for it below
+                log.info("the engine's event stream ended (%s): checking the egress rules once it answers", exc)
+            self._stopped.wait(ENGINE_BACK_SECONDS)  # never a busy loop, whatever the stream does
+            while not self._stopped.is_set():
+                try:
+                    api.ping()
+                    break
+                except Exception:  # noqa: BLE001 - still restarting
+                    self._stopped.wait(ENGINE_BACK_SECONDS)
+            if not self._stopped.is_set() and self.ready.is_set():
+                self._verify_logged("the engine's event stream ended (restart)")
+
+    def _verify_logged(self, why: str) -> None:
+        try:
+            self.verify()
+        except Exception:  # noqa: BLE001 - checked again on the next event or period
+            log.exception("checking the egress rules after %s failed", why)
 
     def _keep(self) -> None:
         self.setup()
@@ -207,8 +278,13 @@ class Egress:
                 log.exception("checking the egress rules failed")
 
     def verify(self) -> bool:
-        """Network and rules still in place (`docker network prune`, a firewall reload or `iptables -F` may have
-        removed them)? Put back if not, which also clears an earlier failure. True when they are in place."""
+        """Network and rules still in place (`docker network prune`, a firewall reload, `iptables -F` or an
+        engine restart may have removed them)? Put back if not, which also clears an earlier failure. True when
+        they are in place."""
+        with self._verifying:
+            return self._verify()
+
+    def _verify(self) -> bool:
         if self.policy.egress == EGRESS_NONE:
             return True
         if self.network_name is None:  # the network could not be made at start: the whole set-up again
@@ -216,22 +292,17 @@ class Egress:
             return not self.error
         if self.policy.egress != EGRESS_PUBLIC:
             return True
-        parent = self._v6_forward_parent()
+        listings = {binary: self.run([binary, "-w", "-S"]) for binary in ("iptables", "ip6tables")}
+        parent = "DOCKER-USER" if "-N DOCKER-USER" in listings["ip6tables"].stdout.splitlines() else "FORWARD"
         steps = plan(self.policy, self.names, dns=self.dns(), v6_forward_parent=parent)
-        expected: dict[tuple[str, str], int] = {}
-        for step in steps:
-            if step.argv[2] == "-A":
-                key = (step.argv[0], step.argv[3])
-                expected[key] = expected.get(key, 0) + 1
-        intact = all(self.run(s.unless).returncode == 0 for s in steps if s.argv[2] == "-I")
-        for (binary, chain), count in expected.items():
-            listed = self.run([binary, "-w", "-S", chain])
-            rules = sum(1 for line in listed.stdout.splitlines() if line.startswith("-A "))
-            intact = intact and listed.returncode == 0 and rules == count
+        intact = all(done.returncode == 0 for done in listings.values()) and rules_intact(
+            steps, {binary: done.stdout for binary, done in listings.items()}
+        )
         if intact and not self.error:
             self._ensure_network()
             return True
         if not self.error:
+            self.reinstalled += 1
             log.warning(
                 "the egress rules of bridge %s were changed from outside: installing them again", self.names.bridge
             )
@@ -253,8 +324,13 @@ class Egress:
         return self.policy.egress, self.error[:500]
 
     def refuse_reason(self) -> str | None:
+        """Checked before each networked container starts: the rules are verified (put back if changed) first."""
         if not self.ready.wait(SETUP_WAIT_SECONDS):
             return "this node refuses networked jobs: its egress rules are still being installed"
+        try:
+            self.verify()
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run is a refusal, never a start unprotected
+            return f"this node refuses networked jobs: its egress rules could not be checked ({exc})"[:500]
         return f"this node refuses networked jobs: {self.error}" if self.error else None
 
     def _v6_forward_parent(self) -> str:

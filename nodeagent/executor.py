@@ -18,8 +18,10 @@ from pathlib import Path
 from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
-from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
+from nodeagent.disk import DEFAULT_MAX_INODES, DiskGuard, StorageQuota, VolumeAccess, remove_volumes
+from nodeagent.images import ImageStore
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
+from nodeagent.offer import ImagePolicy, load_image_policy
 
 REAP_EVERY_SECONDS = 30.0
 
@@ -51,6 +53,8 @@ class Executor:
         max_spool_bytes: int | None = None,
         egress=None,
         owner: str | None = None,
+        images: ImagePolicy | None = None,
+        max_inodes: int | None = None,
     ):
         from nodeagent.docker_runner import DockerRunner
 
@@ -92,6 +96,14 @@ class Executor:
         self.storage_quota = StorageQuota(self.runner.client.api, name_prefix=f"euler-{node_name}")
         self.volume_access = VolumeAccess(self.runner.client.api)
         self._disk_guards: dict[int, DiskGuard] = {}
+        # Files and directories one job may create on this node (0: not limited): see nodeagent/disk.py.
+        self.max_inodes = (
+            max_inodes
+            if max_inodes is not None
+            else int(env_number("EULER_NODE_JOB_MAX_INODES", DEFAULT_MAX_INODES, 0, 1 << 40))
+        )
+        policy = images if images is not None else load_image_policy(os.environ)
+        self.images = ImageStore(self.runner.client.api, self.state_dir, policy)
 
     # --- the daemon's interface ------------------------------------------------------------------
     def adopt(self) -> None:
@@ -156,6 +168,10 @@ class Executor:
         for run in runs:
             run.thread.join(timeout=5)
 
+    def ensure_image(self, assignment: protocol.Assignment) -> None:
+        """The image policy and the pull (nodeagent/images.py): RunnerError `image_pull_failed` with fixed text."""
+        self.images.ensure(assignment.image, trust=assignment.node_trust)
+
     # --- what a job may use: network and disk ------------------------------------------------------
     def refuse_reason(self, assignment: protocol.Assignment) -> str | None:
         """Why this node will not start the job (networked, while the egress rules are not in place)."""
@@ -179,9 +195,9 @@ class Executor:
         not cover volumes); past `disk_bytes` the run ends `disk_limit`. Its volumes go with the container
         (removed with `v`), after the end is reported."""
         limit = int(run.assignment.disk_bytes) if run.assignment is not None else int(run.record.get("disk_bytes", 0))
-        if limit <= 0:
+        if limit <= 0 and self.max_inodes <= 0:
             return None
-        guard = DiskGuard(self.runner.client.api, container_id, limit, run.disk_exceeded)
+        guard = DiskGuard(self.runner.client.api, container_id, limit, run.disk_exceeded, max_inodes=self.max_inodes)
         with self._lock:
             self._disk_guards[run.attempt_id] = guard
         return guard.start()
@@ -220,6 +236,7 @@ class Executor:
                 if not known and not self.closing.is_set():
                     self.log.info("reaping stray container of attempt %s", c.attempt_id)
                     self.runner.remove(c.container_id)
+            self.images.prune()  # a cap the lender lowered, images Euler pulled and then left: LRU first
         except Exception:  # noqa: BLE001 - the reaper must not take the daemon down; it runs again later
             self.log.exception("reaper pass failed")
         finally:

@@ -35,6 +35,23 @@ class Caps:
 class NetworkPolicy:
     egress: str = EGRESS_PUBLIC
     allowed: tuple[str, ...] = ()  # extra CIDRs the lender opens (normalised, IPv4 and IPv6)
+    blocked: tuple[str, ...] = ()  # CIDRs the lender closes besides the built-in ranges (win over `allowed`)
+
+
+DEFAULT_IMAGE_CACHE_BYTES = 20 * 1024**3
+
+
+@dataclass(frozen=True)
+class ImagePolicy:
+    """The lender's image settings. `patterns` (EULER_NODE_ALLOWED_IMAGES): the images this node runs (nodeagent/
+    imageref.py patterns; (): every image the control plane allows); a registry named there also passes the
+    address check. `local_images` (EULER_NODE_LOCAL_IMAGES): on a community node, images already on the engine
+    that Euler did not pull may run. `cache_bytes` (EULER_NODE_IMAGE_CACHE_BYTES): the images Euler pulled here
+    are pruned, least recently used first, past this size."""
+
+    patterns: tuple[str, ...] = ()
+    local_images: bool = False
+    cache_bytes: int = DEFAULT_IMAGE_CACHE_BYTES
 
 
 def _size(env: Mapping[str, str], name: str, *, minimum: int = 0) -> int | None:
@@ -77,16 +94,46 @@ def load_network_policy(env: Mapping[str, str]) -> NetworkPolicy:
     egress = (env.get("EULER_NODE_JOB_EGRESS") or EGRESS_PUBLIC).strip().lower()
     if egress not in EGRESS_POLICIES:
         raise OfferError(f"EULER_NODE_JOB_EGRESS is one of {', '.join(EGRESS_POLICIES)}; got {egress!r}")
-    allowed = []
-    for item in (env.get("EULER_NODE_JOB_ALLOWED_NETWORKS") or "").split(","):
+    return NetworkPolicy(
+        egress=egress,
+        allowed=_cidrs(env, "EULER_NODE_JOB_ALLOWED_NETWORKS"),
+        blocked=_cidrs(env, "EULER_NODE_JOB_BLOCKED_NETWORKS"),
+    )
+
+
+def _cidrs(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    found = []
+    for item in (env.get(name) or "").split(","):
         item = item.strip()
         if not item:
             continue
         try:
-            allowed.append(str(ipaddress.ip_network(item, strict=False)))
+            found.append(str(ipaddress.ip_network(item, strict=False)))
         except ValueError:
-            raise OfferError(f"EULER_NODE_JOB_ALLOWED_NETWORKS: {item!r} is not a CIDR (e.g. 10.8.0.0/16)") from None
-    return NetworkPolicy(egress=egress, allowed=tuple(dict.fromkeys(allowed)))
+            raise OfferError(f"{name}: {item!r} is not a CIDR (e.g. 10.8.0.0/16)") from None
+    return tuple(dict.fromkeys(found))
+
+
+def load_image_policy(env: Mapping[str, str]) -> ImagePolicy:
+    from nodeagent.imageref import pattern_error
+
+    patterns = tuple(
+        dict.fromkeys(p.strip() for p in (env.get("EULER_NODE_ALLOWED_IMAGES") or "").split(",") if p.strip())
+    )
+    for pattern in patterns:
+        if why := pattern_error(pattern):
+            raise OfferError(f"EULER_NODE_ALLOWED_IMAGES: {why} (e.g. docker.io, ghcr.io/org/*, alpine)")
+    if len(patterns) > 64:
+        raise OfferError("EULER_NODE_ALLOWED_IMAGES: at most 64 patterns")
+    local = (env.get("EULER_NODE_LOCAL_IMAGES") or "").strip().lower()
+    if local not in ("", "0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise OfferError(f"EULER_NODE_LOCAL_IMAGES must be true or false, got {local!r}")
+    cache = _size(env, "EULER_NODE_IMAGE_CACHE_BYTES", minimum=0)
+    return ImagePolicy(
+        patterns=() if patterns == ("*",) else patterns,
+        local_images=local in ("1", "true", "yes", "on"),
+        cache_bytes=DEFAULT_IMAGE_CACHE_BYTES if cache is None else cache,
+    )
 
 
 def _offered_gpus(gpus: list[protocol.GpuInfo], wanted: tuple[str, ...] | None) -> list[protocol.GpuInfo]:

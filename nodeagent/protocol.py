@@ -42,6 +42,7 @@ LABEL_OWNER = "euler.owner"
 Name = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")]
 LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=r"^[A-Za-z0-9._-]*$")]
+ImagePattern = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\s@\[\]]+$")]
 
 
 def encode_json(body: Any) -> bytes:
@@ -80,6 +81,9 @@ class Resources(Strict):
     # jobs are refused when its rules could not be installed.
     job_egress: Literal["", "public", "none", "unrestricted"] = ""
     job_egress_error: Annotated[str, StringConstraints(max_length=500)] = ""
+    # The lender's narrowing of images (EULER_NODE_ALLOWED_IMAGES, nodeagent/imageref.py patterns): the scheduler
+    # places here only jobs whose image matches one; empty: every image the control plane's policy allows.
+    allowed_images: list[ImagePattern] = Field(default_factory=list, max_length=64)
 
 
 # --- enroll ---------------------------------------------------------------------------------
@@ -148,6 +152,9 @@ class Assignment(Lenient):
     disk_bytes: int = 0  # writable layer and anything else the job writes on the node; 0: not limited
     # "default": the node's egress policy; "none" (and anything else, whatever a server sends): loopback only.
     network: Annotated[str, StringConstraints(max_length=16)] = "default"
+    # The node's trust level: on a `community` node an image that this agent did not pull for a job is not run
+    # (unless its lender allows local images). "" from older servers: not community.
+    node_trust: Annotated[str, StringConstraints(max_length=16)] = ""
 
 
 class PollRequest(Strict):

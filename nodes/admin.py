@@ -7,7 +7,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 
 from euler.errors import EulerError
-from nodes import services
+from nodes import services, transitions
 from nodes.liveness import live_last_seen
 from nodes.models import EnrollmentToken, Node, NodeEvent, TrustLevel
 
@@ -86,6 +86,11 @@ ACTIONS = [
     ),
     _action("drain", "Drain (no new work)", lambda n, u: services.node_drain(node=n, by=u)),
     _action("undrain", "Undrain", lambda n, u: services.node_undrain(node=n, by=u)),
+    _action(
+        "approve_capacity",
+        "Approve the pending capacity change",
+        lambda n, u: transitions.node_capacity_approve(node=n, by=u),
+    ),
     _action("revoke_credential", "Revoke credential", lambda n, u: services.node_revoke_credential(node=n, by=u)),
 ]
 
@@ -113,6 +118,7 @@ class NodeAdmin(admin.ModelAdmin):
         "draining",
         "region",
         "gpu_summary",
+        "capacity_change",
         "job_egress",
         "last_seen",
         "owner_project",
@@ -140,6 +146,10 @@ class NodeAdmin(admin.ModelAdmin):
         "cpu_milli",
         "memory_bytes",
         "disk_bytes",
+        "approved_cpu_milli",
+        "approved_memory_bytes",
+        "approved_disk_bytes",
+        "pending_capacity",
         "gpus",
         "gpu_fingerprint",
         "capped",
@@ -167,6 +177,12 @@ class NodeAdmin(admin.ModelAdmin):
         if not getattr(obj, "live_seen", False):
             live_last_seen([obj])
         return obj.last_heartbeat_at
+
+    @admin.display(description="pending capacity")
+    def capacity_change(self, obj: Node) -> str:
+        """A report above the pinned capacity, waiting for the "Approve the pending capacity change" action."""
+        pending = obj.pending_capacity or {}
+        return ", ".join(f"{key} {value}" for key, value in sorted(pending.items())) or "—"
 
     @admin.display(description="GPUs")
     def gpu_summary(self, obj: Node) -> str:

@@ -7,8 +7,8 @@ class NodesConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
-        from nodes import signals
+        from nodes import memory
         from nodes.models import Node
 
-        post_save.connect(signals.node_row_changed, sender=Node, dispatch_uid="nodes.row_changed")
-        post_delete.connect(signals.node_row_deleted, sender=Node, dispatch_uid="nodes.row_deleted")
+        post_save.connect(memory.node_row_changed, sender=Node, dispatch_uid="nodes.row_changed")
+        post_delete.connect(memory.node_row_deleted, sender=Node, dispatch_uid="nodes.row_deleted")

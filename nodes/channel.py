@@ -168,7 +168,7 @@ class _Listener:
 
     async def run(self) -> None:
         from euler.redis import async_client
-        from nodes import livestore, quickbeat
+        from nodes import livestore, memory
 
         loop = asyncio.get_running_loop()
         while True:
@@ -178,8 +178,8 @@ class _Listener:
                 # Node-row invalidations ride the same connection: while it holds, cached rows are current.
                 inval = livestore.inval_channel()
                 await pubsub.subscribe(inval)
-                quickbeat.subscribed(loop)
-                quickbeat.refresh_later(everyone=True)  # a new process (or one back from a Redis outage) warms up
+                memory.subscribed(loop)
+                memory.refresh_later(everyone=True)  # a new process (or one back from a Redis outage) warms up
                 self.ready.set()
                 # A reconnect may have missed wake-ups: wake everyone, they re-ask the providers.
                 self._wake_all()
@@ -193,7 +193,7 @@ class _Listener:
                             # Approval, trust: what a poll of a pending node was told may have moved. Not a
                             # wake-up: a changed row gives a node no work (placement and stop orders wake it).
                             self.quiet.pop(node_id, None)
-                        quickbeat.refresh_later(quickbeat.invalidate(changed))  # read again, in bulk
+                        memory.refresh_later(memory.invalidate(changed))  # read again, in bulk
                         continue
                     if msg is None or msg.get("type") != "pmessage":
                         continue
@@ -208,13 +208,13 @@ class _Listener:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep listening through Redis restarts
-                quickbeat.unsubscribed(loop)
+                memory.unsubscribed(loop)
                 self.ready.clear()
                 self._forget_quiet()  # wake-ups may be missed from now on
                 log.warning("node wake-up listener lost Redis (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(1)
             finally:
-                quickbeat.unsubscribed(loop)
+                memory.unsubscribed(loop)
                 try:
                     await pubsub.aclose()
                 except Exception:  # noqa: BLE001, S110

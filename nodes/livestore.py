@@ -154,6 +154,18 @@ def bump(*node_ids: int) -> None:
     pipe.execute()
 
 
+def bump_quietly(*node_ids: int) -> None:
+    """`bump`, logging rather than raising when Redis does not answer (the caches then age out)."""
+    import logging
+
+    from redis.exceptions import RedisError
+
+    try:
+        bump(*node_ids)
+    except RedisError:
+        logging.getLogger(__name__).warning("could not tell web processes that nodes %s changed", node_ids)
+
+
 def seen_many(node_ids: list[int]) -> dict[int, float]:
     """Last-seen Unix times from Redis (nodes it does not know are left out)."""
     if not node_ids:

@@ -31,6 +31,7 @@ class EventKind(models.TextChoices):
     GPUS_CHANGED = "gpus_changed", "GPU set changed"
     CREDENTIAL_ROTATED = "credential_rotated", "Credential rotated"
     CREDENTIAL_REVOKED = "credential_revoked", "Credential revoked"
+    CAPACITY_APPROVED = "capacity_approved", "Capacity change approved"
 
 
 class Node(models.Model):
@@ -56,11 +57,20 @@ class Node(models.Model):
     gpu_fingerprint = models.CharField(max_length=64, blank=True, default="")  # pinned at approval
     # Free space of Docker's data root, capped by the lender; null: not reported (an older agent), not counted.
     disk_bytes = models.BigIntegerField(null=True, blank=True, default=None)
+    # Capacity pinned at approval (null: not pinned, a node never approved). `cpu_milli`, `memory_bytes` and
+    # `disk_bytes` above are what the scheduler may use: what the node reports, never above these; a report above
+    # them waits in `pending_capacity` ({field: reported figure}) until an operator approves it.
+    approved_cpu_milli = models.BigIntegerField(null=True, blank=True, default=None)
+    approved_memory_bytes = models.BigIntegerField(null=True, blank=True, default=None)
+    approved_disk_bytes = models.BigIntegerField(null=True, blank=True, default=None)
+    pending_capacity = models.JSONField(default=dict, blank=True)
     capped = models.JSONField(default=list, blank=True)  # what the lender's caps lowered: cpu, memory, disk, gpus
     # The job network policy the agent enforces (public | none | unrestricted; "" from an older agent) and, when
     # its rules could not be installed, why it refuses networked jobs.
     job_egress = models.CharField(max_length=16, blank=True, default="")
     job_egress_error = models.CharField(max_length=500, blank=True, default="")
+    # The lender's image patterns (EULER_NODE_ALLOWED_IMAGES): jobs whose image matches none are not placed here.
+    allowed_images = models.JSONField(default=list, blank=True)
     # Kept by the scheduler (jobs app) as it places and frees attempts; shown as free capacity.
     allocated_cpu_milli = models.BigIntegerField(default=0)
     allocated_memory_bytes = models.BigIntegerField(default=0)

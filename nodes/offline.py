@@ -18,13 +18,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from nodes import livestore, policy
-from nodes.models import Approval, EventKind, Node, NodeEvent
-from nodes.signals import node_offline, send_on_commit
+from nodes import cadence, livestore, policy, transitions
+from nodes.models import Approval, Node
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +69,9 @@ def _estimate_interval() -> float:
         members = [m.decode() for m in livestore.client().zrange(f"{livestore.ns()}webs", 0, -1)]
     except RedisError:
         members = []
-    from nodes import liveness  # liveness re-exports this module's mark_offline
-
     count = Node.objects.filter(online=True).count()
     budget = policy.total_budget(members, own=settings.EULER_NODE_HEARTBEAT_BUDGET)
-    return liveness.interval_for(count, budget, jitter=0)
+    return cadence.interval_for(count, budget, jitter=0)
 
 
 def overload_allowance() -> float:
@@ -160,17 +156,9 @@ def mark_offline(*, now=None) -> list[int]:
     floor = now - timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER)
     gone = []
     for pk, name, last in silent:
-        with transaction.atomic():
-            updated = Node.objects.filter(pk=pk, online=True, last_heartbeat_at__lt=floor).update(
-                online=False, last_heartbeat_at=last
-            )
-            if updated != 1:
-                continue  # a heartbeat (written to the row while Redis was down) got there first
-            quiet = (now - last).total_seconds()
-            NodeEvent.objects.create(node_id=pk, kind=EventKind.OFFLINE, message=f"no heartbeat for {quiet:.0f} s")
-            send_on_commit(node_offline, pk)
-        log.info("node %s offline: no heartbeat for %.0f s", name, quiet)
-        gone.append(pk)
+        quiet = (now - last).total_seconds()
+        if transitions.node_offline(node_id=pk, name=name, last=last, floor=floor, quiet=quiet):
+            gone.append(pk)
     if gone:
         try:
             livestore.bump(*gone)  # its next heartbeat takes the full path and brings it back online

@@ -127,7 +127,59 @@ def resource_fields(res) -> dict:
         "capped": list(res.capped),
         "job_egress": res.job_egress,
         "job_egress_error": res.job_egress_error,
+        "allowed_images": list(res.allowed_images),
     }
+
+
+PINNED = ("cpu_milli", "memory_bytes", "disk_bytes")  # capacity figures pinned at approval
+
+
+def approved_capacity(node) -> dict:
+    """The figures the operator approved ({field: figure or None}: None is not pinned)."""
+    return {key: getattr(node, f"approved_{key}") for key in PINNED}
+
+
+def pin_capacity(fields: dict, approved: dict) -> dict:
+    """The row's fields for a report under the capacity pinned at approval: a figure at or below the approved one
+    is used as reported (a lender may always offer less); one above it is held at the approved figure and waits
+    in `pending_capacity` for an operator. An unknown figure (None: an agent that cannot read its disk) is not
+    less than an approved one, which stands. Nothing pinned: the report as it is."""
+    out = dict(fields)
+    pending = {}
+    for key in PINNED:
+        ceiling = approved.get(key)
+        if ceiling is None or key not in fields:
+            continue
+        reported = fields[key]
+        if reported is None:
+            out[key] = ceiling
+        elif reported > ceiling:
+            out[key] = ceiling
+            pending[key] = reported
+    out["pending_capacity"] = pending
+    return out
+
+
+def capacity_to_pin(node) -> dict:
+    """What approving a node's capacity pins: what it reports now, pending figures included."""
+    return {key: (node.pending_capacity or {}).get(key, getattr(node, key)) for key in PINNED}
+
+
+def heartbeat_fields(hb, now) -> dict:
+    """The node row's fields a heartbeat (`protocol.Heartbeat`) reports; the change fingerprint is computed over
+    the same dict (online is not among them: only nodes/transitions.py writes it)."""
+    return {"last_heartbeat_at": now, "agent_version": hb.agent_version, **resource_fields(hb.resources)}
+
+
+def usage(hb) -> dict:
+    """What a heartbeat says of live use (to Redis, never the row)."""
+    gpus = [{"uuid": g.uuid, "utilization": g.utilization, "memory_used_bytes": g.memory_used_bytes}
+            for g in hb.resources.gpus]  # fmt: skip
+    return {"gpus": gpus, "running": len(hb.running)}
+
+
+def running_fp(hb) -> str:
+    return running_fingerprint([(r.attempt_id, r.state) for r in hb.running])
 
 
 def gpus_moved(node, gpus: list[dict]) -> bool:

@@ -4,7 +4,7 @@ hears heartbeats, and how many it took.
 Lag has two sources: the event loop running late (a monitor task sleeps PERIOD and notes by how much it
 overslept; a loop that stopped ticking altogether counts the time since its last tick), and heartbeats
 waiting for a heartbeat thread (the verifying path notes how long each waited). The worst of the last
-WINDOW seconds is this process's lag. `liveness.register_web` publishes the figures with the process's
+WINDOW seconds is this process's lag. `cadence.register_web` publishes the figures with the process's
 budget every few seconds.
 """
 

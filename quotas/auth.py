@@ -7,8 +7,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from audit import context as audit_context
-from euler import ratelimit
-from quotas.services import apikey_authenticate
+from euler import ratelimit, tokens
+from quotas.services import API_KEY_PREFIX, apikey_authenticate
 
 HEADER = "HTTP_X_EULER_API_KEY"
 
@@ -34,15 +34,28 @@ class ApiKeyUser(AnonymousUser):
 
 
 def apikey_authenticate_limited(*, raw: str, who: str | None):
-    """The ApiKey behind `raw`, or None. Failed guesses are counted per client address (`who`), one
-    budget for every door that takes a key (API, gateway, websocket); past the limit: RateLimited (429)."""
+    """The ApiKey behind `raw`, or None; every door that takes a key (API, gateway, websocket, logs) uses it.
+
+    A valid key is always let in: its secret is 256 random bits, so no count of other clients' failures can
+    be about it. A failure is counted against the presented key prefix (EULER_AUTH_FAILURES_PER_MINUTE) and,
+    at a much higher rate, against the address (EULER_AUTH_FAILURES_PER_ADDRESS_PER_MINUTE), so one client's
+    spray of bad keys does not lock out the good keys of everyone behind the same NAT. Past either limit the
+    failure is answered RateLimited (429) instead of 401.
+    """
+    raw = raw.strip()
+    key = apikey_authenticate(raw=raw)
+    if key is not None:
+        return key
     limit, window = ratelimit.auth_failure_limit()
+    spends = []
+    prefix = tokens.split(API_KEY_PREFIX, raw)
+    if prefix is not None:
+        spends.append(("apikey-prefix", prefix, limit))
     if who:
-        ratelimit.check("apikey", who, limit=limit, window=window)
-    key = apikey_authenticate(raw=raw.strip())
-    if key is None and who:
-        ratelimit.spend("apikey", who, window=window)
-    return key
+        spends.append(("apikey", who, ratelimit.auth_failure_address_limit()))
+    if spends:
+        ratelimit.spend_all(spends, window=window)
+    return None
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

@@ -8,6 +8,7 @@ import audit
 from euler.errors import Conflict, NotFound
 from quotas.invitations import validate_role
 from quotas.models import Membership, Project, Role
+from quotas.services import apikeys_follow_member
 
 
 def members_of(project: Project):
@@ -49,6 +50,7 @@ def member_change_role(*, project: Project, user_id: int, role: str) -> Membersh
         target=f"user:{membership.user.get_username()}",
         details={"from": before, "to": role},
     )
+    apikeys_follow_member(project_id=project.pk, user_id=user_id, role=role, reason="member.role_changed")
     return membership
 
 
@@ -57,6 +59,7 @@ def member_remove(*, project: Project, user_id: int) -> None:
     membership = _locked_membership(project, user_id)
     if _is_last_owner(membership):
         raise Conflict("The last owner cannot be removed; make someone else an owner first.", code="last_owner")
+    apikeys_follow_member(project_id=project.pk, user_id=user_id, role=None, reason="member.removed")
     membership.delete()
     audit.record(
         "member.removed",

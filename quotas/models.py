@@ -54,7 +54,9 @@ class ApiKey(models.Model):
     label = models.CharField(max_length=100, blank=True)
     prefix = models.CharField(max_length=16, unique=True)
     key_hash = models.CharField(max_length=64)
+    # No creator: made by an operator (the `createapikey` command); else it acts with at most its creator's role.
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

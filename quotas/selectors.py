@@ -96,3 +96,54 @@ def fair_share(project: Project) -> dict:
     from jobs.selectors import project_share
 
     return project_share(project=project)
+
+
+# --- is a credential still good? (open streams re-check it while they run) ---------------------
+RECHECK_SECONDS = 1.5  # an open stream notices a revoked key or a closed session within about this
+
+
+def credential_of(request, project) -> tuple:
+    """What authenticated `request`, in a form `credential_alive` can re-check later (plain data)."""
+    from quotas.models import ApiKey
+
+    auth = getattr(request, "auth", None) or getattr(request, "_euler_key", None)
+    if isinstance(auth, ApiKey):
+        return ("key", auth.pk)
+    session = getattr(request, "session", None)
+    user = getattr(request, "user", None)
+    return ("session", getattr(session, "session_key", None), getattr(user, "pk", None), project.pk)
+
+
+def credential_alive(credential: tuple) -> bool:
+    """True while the key is active and its creator still a member, or the session is still signed in
+    as the same user and that user still a member of the project."""
+    from importlib import import_module
+
+    from django.conf import settings
+
+    from quotas import roles
+    from quotas.models import ApiKey
+
+    if credential[0] == "key":
+        key = (
+            ApiKey.objects.filter(pk=credential[1], revoked_at__isnull=True)
+            .values("role", "created_by_id", "project_id")
+            .first()
+        )
+        if key is None:
+            return False
+        if key["created_by_id"] is None:
+            return True
+        creator_role = (
+            Membership.objects.filter(project_id=key["project_id"], user_id=key["created_by_id"])
+            .values_list("role", flat=True)
+            .first()
+        )
+        return roles.effective_key_role(key_role=key["role"], creator_role=creator_role, has_creator=True) is not None
+    _kind, session_key, user_id, project_id = credential
+    if not session_key or user_id is None:
+        return False
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    if str(store.load().get("_auth_user_id", "")) != str(user_id):
+        return False  # signed out (the session was flushed) or signed in as someone else
+    return Membership.objects.filter(project_id=project_id, user_id=user_id).exists()

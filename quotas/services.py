@@ -6,12 +6,14 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from django.utils.text import slugify
 
 import audit
 from euler import tokens
-from euler.errors import InvalidInput, NotFound, QuotaExceeded
+from euler.errors import Forbidden, InvalidInput, NotFound, QuotaExceeded
+from quotas import roles
 from quotas.models import ApiKey, Membership, Project, Quota, Role
 
 API_KEY_PREFIX = "euler_pk_"
@@ -75,12 +77,34 @@ def default_project_for(user) -> Project:
         name = f"{base}-{n}"
 
 
+def member_role(project: Project, user) -> str | None:
+    """The user's role in the project, or None when they are not a member."""
+    if user is None or not getattr(user, "pk", None):
+        return None
+    return Membership.objects.filter(project=project, user_id=user.pk).values_list("role", flat=True).first()
+
+
 @transaction.atomic
-def apikey_create(*, project: Project, label: str = "", by=None) -> tuple[ApiKey, str]:
-    """A new API key; the secret is returned once and never stored."""
+def apikey_create(
+    *, project: Project, label: str = "", by=None, role: str | None = None, cap: str | None = None
+) -> tuple[ApiKey, str]:
+    """A new API key; the secret is returned once and never stored.
+
+    `by` is the human the key acts for (None: an operator's key); the key's role defaults to, and may not
+    exceed, `cap` (the caller's acting role; by default `by`'s role in the project, or owner for an operator).
+    """
     label = (label or "").strip()
     if len(label) > 100:
         raise InvalidInput("A key label is at most 100 characters.", code="invalid_label")
+    if cap is None:
+        cap = member_role(project, by) if by is not None else Role.OWNER
+    if cap is None:
+        raise Forbidden("Only a member of the project can create its keys.", code="not_a_member")
+    role = role or cap
+    if role not in Role.values:
+        raise InvalidInput(f"A role is one of {', '.join(Role.values)}.", code="invalid_role")
+    if not roles.allows(cap, role):
+        raise Forbidden(f"A key cannot outrank its creator: you act as {cap}.", code="role_above_creator")
     quota = Quota.objects.select_for_update().get(project=project)
     active = ApiKey.objects.filter(project=project, revoked_at__isnull=True).count()
     if active >= quota.max_api_keys:
@@ -89,16 +113,29 @@ def apikey_create(*, project: Project, label: str = "", by=None) -> tuple[ApiKey
             extra={"resource": "api_keys"},
         )
     new = tokens.make(API_KEY_PREFIX)
-    key = ApiKey.objects.create(project=project, label=label, prefix=new.lookup, key_hash=new.digest, created_by=by)
-    audit.record("api_key.created", project=project, target=f"api_key:{key.prefix}", details={"label": label}, by=by)
+    key = ApiKey.objects.create(
+        project=project, label=label, prefix=new.lookup, key_hash=new.digest, created_by=by, role=role
+    )
+    audit.record(
+        "api_key.created",
+        project=project,
+        target=f"api_key:{key.prefix}",
+        details={"label": label, "role": role},
+        by=by,
+    )
     return key, new.secret
 
 
 @transaction.atomic
-def apikey_revoke(*, project: Project, key_id: int) -> ApiKey:
+def apikey_revoke(*, project: Project, key_id: int, by=None, role: str | None = None) -> ApiKey:
+    """Revoke a key of the project. With `role` (the caller's acting role), only an owner revokes a key
+    that another user made; anyone in the project revokes their own."""
     key = ApiKey.objects.filter(project=project, pk=key_id).first()
     if key is None:
         raise NotFound("No such API key.")
+    own = by is not None and key.created_by_id == getattr(by, "pk", None)
+    if role is not None and not own and not roles.allows(role, Role.OWNER):
+        raise Forbidden("Only a project owner can revoke another member's key.", code="owner_required")
     if key.revoked_at is None:
         ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         audit.record("api_key.revoked", project=project, target=f"api_key:{key.prefix}", details={"label": key.label})
@@ -106,14 +143,47 @@ def apikey_revoke(*, project: Project, key_id: int) -> ApiKey:
     return key
 
 
+def apikeys_follow_member(*, project_id: int, user_id: int, role: str | None, reason: str) -> int:
+    """After a member's role changed (`role`) or they left (None): revoke or lower their keys, each audited."""
+    keys = ApiKey.objects.select_for_update().filter(
+        project_id=project_id, created_by_id=user_id, revoked_at__isnull=True
+    )
+    changed = 0
+    for key in keys:
+        target = f"api_key:{key.prefix}"
+        if role is None:
+            ApiKey.objects.filter(pk=key.pk).update(revoked_at=timezone.now())
+            audit.record("api_key.revoked", project=project_id, target=target, details={"reason": reason})
+        elif not roles.allows(role, key.role):
+            ApiKey.objects.filter(pk=key.pk).update(role=role)
+            audit.record(
+                "api_key.role_lowered", project=project_id, target=target, details={"from": key.role, "to": role}
+            )
+        else:
+            continue
+        changed += 1
+    return changed
+
+
 def apikey_authenticate(*, raw: str) -> ApiKey | None:
     """The active key for a presented secret, or None. Constant-time on the hash."""
     lookup = tokens.split(API_KEY_PREFIX, raw)
     if lookup is None:
         return None
-    key = ApiKey.objects.select_related("project").filter(prefix=lookup).first()
+    creator_role = Membership.objects.filter(project_id=OuterRef("project_id"), user_id=OuterRef("created_by_id"))
+    key = (
+        ApiKey.objects.select_related("project")
+        .annotate(creator_role=Subquery(creator_role.values("role")[:1]))
+        .filter(prefix=lookup)
+        .first()
+    )
     if key is None or key.revoked_at is not None or not tokens.matches(raw, key.key_hash):
         return None
+    key.acting_role = roles.effective_key_role(
+        key_role=key.role, creator_role=key.creator_role, has_creator=key.created_by_id is not None
+    )
+    if key.acting_role is None:
+        return None  # its creator has left the project: the key died with the membership
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > _LAST_USED_RESOLUTION:
         # A conditional update keeps the hot path to one cheap write a minute per key.

@@ -46,12 +46,11 @@ def _drop_stray_connections_at_teardown(django_db_setup, django_db_blocker):
 @pytest.fixture(autouse=True)
 def _fresh_node_liveness():
     """Node liveness lives in Redis and in each process's cache: every test starts without either."""
-    from nodes import liveness, livestore, quickbeat, webload
+    from nodes import cadence, livestore, quickbeat, webload
 
-    liveness.forget_all()
-    quickbeat.reset()
+    quickbeat.reset()  # the cached rows and what this process learnt of each node's heartbeats
     webload.reset()
-    liveness._registry.update(at=-1e9, nodes=0, budget=0.0)
+    cadence.reset()
     livestore.reset()
     yield
 

@@ -8,6 +8,10 @@ from agents import services
 from agents.api.serializers import AgentCreateIn, AgentOut, AgentPatchIn, InstanceIn, InstanceOut, InstancePatchIn
 from agents.models import Agent, AgentInstance
 from euler.api import Pagination, paginated, request_project
+from quotas.access import member, owner
+
+# Where the owner's upstream credentials go is the owner's choice: a member may run an agent, not aim it.
+SECRET_ROUTING = ("auth_header_name", "auth_header_value")
 
 
 def _agents(request):
@@ -17,6 +21,8 @@ def _agents(request):
 
 
 class AgentListView(APIView):
+    access = {"get": member(), "post": member()}
+
     @extend_schema(
         operation_id="agents_list",
         responses=paginated(AgentOut),
@@ -38,6 +44,8 @@ class AgentListView(APIView):
 
 
 class AgentDetailView(APIView):
+    access = {"get": member(), "patch": member(owner_fields=SECRET_ROUTING), "delete": member()}
+
     @extend_schema(responses=AgentOut, summary="One agent with its instances")
     def get(self, request, name: str):
         agent = services.get_agent(project=request_project(request), name=name)
@@ -58,6 +66,8 @@ class AgentDetailView(APIView):
 
 
 class InstanceListView(APIView):
+    access = {"get": member(), "post": owner()}
+
     @extend_schema(responses=InstanceOut(many=True), summary="List an agent's instances")
     def get(self, request, name: str):
         agent = services.get_agent(project=request_project(request), name=name)
@@ -73,6 +83,8 @@ class InstanceListView(APIView):
 
 
 class InstanceDetailView(APIView):
+    access = {"get": member(), "patch": member(owner_fields=("base_url",)), "delete": member()}
+
     def _instance(self, request, name, instance_id):
         agent = services.get_agent(project=request_project(request), name=name)
         return services.get_instance(agent=agent, instance_id=instance_id)

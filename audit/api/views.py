@@ -5,10 +5,13 @@ from rest_framework.views import APIView
 
 from audit import selectors
 from audit.api.serializers import AuditEventOut, AuditQueryIn
-from euler.api import Pagination, paginated, request_project, require_owner
+from euler.api import Pagination, paginated, request_project
+from quotas.access import owner
 
 
 class AuditListView(APIView):
+    access = {"get": owner()}
+
     @extend_schema(
         operation_id="audit_list",
         parameters=[
@@ -20,7 +23,6 @@ class AuditListView(APIView):
         summary="The project's audit trail, newest first (owner only)",
     )
     def get(self, request):
-        require_owner(request)
         query = AuditQueryIn(data={k: v for k, v in request.query_params.items() if k in ("action", "since", "until")})
         query.is_valid(raise_exception=True)
         events = selectors.events_of(request_project(request), **query.validated_data)

@@ -11,7 +11,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Client": "euler_client.client",
+    "LightClient": "euler_client.client",
     "LogChunk": "euler_client.client",
+    "RunRequest": "euler_client.jobrequest",
     "EulerError": "euler_client.errors",
     "ApiError": "euler_client.errors",
     "InvalidInput": "euler_client.errors",

@@ -6,14 +6,19 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from euler_client.errors import ConfigError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DEFAULT_PROFILE = "default"
 
 
 def config_path(environ: dict | None = None) -> Path:
+    from pathlib import Path  # only when the profile file is needed (pathlib costs ~5 ms at start-up)
+
     environ = os.environ if environ is None else environ
     base = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".config")
     return Path(base) / "euler" / "config.toml"
@@ -88,8 +93,8 @@ def resolve(*, profile: str | None = None, url: str | None = None, api_key: str 
     name = profile or environ.get("EULER_PROFILE") or DEFAULT_PROFILE
     url = url or environ.get("EULER_URL")
     api_key = api_key or environ.get("EULER_API_KEY")
-    path = config_path(environ)
     if not url or not api_key:
+        path = config_path(environ)
         stored = read_profiles(path).get(name, {})
         if not stored and (profile or environ.get("EULER_PROFILE")) and name != DEFAULT_PROFILE:
             raise ConfigError(f"no profile {name!r} in {path}; run 'euler login --profile {name}'", code="no_profile")

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-from decimal import Decimal, InvalidOperation
 
 from euler_client.errors import EXIT_NO_EXIT_CODE
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from decimal import Decimal
 
 
 class ParseError(ValueError):
@@ -18,6 +21,8 @@ class ParseError(ValueError):
 
 
 def _decimal(text: str) -> Decimal | None:
+    from decimal import Decimal, InvalidOperation  # only when an amount is given (~3 ms to import)
+
     try:
         value = Decimal(text)
     except InvalidOperation:
@@ -52,6 +57,8 @@ def parse_bytes(text: str) -> int:
     if not match:
         raise ParseError(f"{text!r} is not a size (e.g. 256Mi, 1Gi, 10G)")
     number, unit = match.group(1), match.group(2) or ""
+    from decimal import Decimal
+
     value = Decimal(number) * _BYTE_UNITS[unit]
     if value <= 0 or value != value.to_integral_value():
         raise ParseError(f"{text!r} is not a whole, positive number of bytes (e.g. 256Mi, 1Gi)")

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+import audit
+from audit import context as audit_context
 from console.views.common import error_message, no_store
 from euler import ratelimit
 from euler.errors import Conflict, NotFound
@@ -19,10 +24,52 @@ from quotas.invitations import InvitationClosed
 from quotas.models import Membership
 from quotas.selectors import SESSION_PROJECT_KEY
 
+LOGIN_WINDOW = 15 * 60
+LOGIN_ADDRESS_FACTOR = 10  # one address may fail for many accounts (a lab's NAT) before it is held back
+
+
+class ThrottledAuthenticationForm(AuthenticationForm):
+    """Password sign-in with failures counted per (address, username), and per address at 10x the rate:
+    past the limit even the right password waits, and the refusal is in the audit trail."""
+
+    def clean(self):
+        username = str(self.cleaned_data.get("username") or "")[:150]
+        ip = ratelimit.client_ip(self.request) if self.request is not None else "unknown"
+        limit = settings.EULER_LOGIN_FAILURES_PER_15_MINUTES
+        buckets = [("login", f"{ip}|{username.lower()}", limit), ("login-addr", ip, limit * LOGIN_ADDRESS_FACTOR)]
+        try:
+            for bucket, who, most in buckets:
+                ratelimit.check(bucket, who, limit=most, window=LOGIN_WINDOW)
+        except ratelimit.RateLimited as exc:
+            self.retry_after = exc.extra["retry_after"]
+            minutes = max(1, -(-self.retry_after // 60))
+            with audit_context.acting(audit_context.ANONYMOUS, ip=ip):
+                audit.record(
+                    "login.throttled", target=f"user:{username}" if username else "", details={"minutes": minutes}
+                )
+            self.throttled_message = _("Too many failed sign-ins. Wait %(minutes)s minutes and try again.") % {
+                "minutes": minutes
+            }
+            raise ValidationError(self.throttled_message, code="rate_limited") from None
+        try:
+            return super().clean()
+        except ValidationError:
+            for bucket, who, _most in buckets:
+                ratelimit.spend(bucket, who, window=LOGIN_WINDOW)
+            raise
+
 
 class LoginView(auth_views.LoginView):
     template_name = "console/login.html"
     redirect_authenticated_user = True
+    authentication_form = ThrottledAuthenticationForm
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if getattr(form, "retry_after", None):
+            response.status_code = 429
+            response["Retry-After"] = str(form.retry_after)
+        return response
 
 
 def _safe_next(request, fallback: str = "/") -> str:

@@ -22,7 +22,10 @@ def project_page(view):
         if project is None:
             return render(request, "console/no_project.html", status=200)
         request.project = project
-        request.is_owner = Membership.objects.filter(project=project, user=request.user, role=Role.OWNER).exists()
+        request.role = (
+            Membership.objects.filter(project=project, user=request.user).values_list("role", flat=True).first()
+        )
+        request.is_owner = request.role == Role.OWNER
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -8,12 +8,14 @@ from django.views.decorators.http import require_POST
 from console.views.common import error_message, no_store, project_page
 from euler.errors import EulerError
 from quotas import services
-from quotas.models import ApiKey
+from quotas.models import ApiKey, Role
+from quotas.roles import allows
 
 
 def _page(request, **extra):
     keys = ApiKey.objects.filter(project=request.project).select_related("created_by")
-    return no_store(render(request, "console/keys.html", {"keys": keys, **extra}))
+    context = {"keys": keys, "roles": [(v, label) for v, label in Role.choices if allows(request.role, v)], **extra}
+    return no_store(render(request, "console/keys.html", context))
 
 
 @project_page
@@ -22,7 +24,11 @@ def keys(request):
     if request.method == "POST":
         try:
             key, secret = services.apikey_create(
-                project=request.project, label=request.POST.get("label", ""), by=request.user
+                project=request.project,
+                label=request.POST.get("label", ""),
+                by=request.user,
+                role=request.POST.get("role") or None,
+                cap=request.role,
             )
         except EulerError as exc:
             return _page(request, create_error=error_message(exc))
@@ -34,7 +40,7 @@ def keys(request):
 @require_POST
 def key_revoke(request, key_id: int):
     try:
-        key = services.apikey_revoke(project=request.project, key_id=key_id)
+        key = services.apikey_revoke(project=request.project, key_id=key_id, by=request.user, role=request.role)
     except EulerError as exc:
         messages.error(request, error_message(exc))
     else:

@@ -8,9 +8,12 @@ from agents.services import get_agent
 from euler.api import request_project
 from euler.errors import InvalidInput
 from gateway.stats import WINDOWS, agent_stats
+from quotas.access import member
 
 
 class AgentStatsView(APIView):
+    access = {"get": member()}
+
     @extend_schema(
         parameters=[OpenApiParameter("window", str, enum=list(WINDOWS), default="1h")],
         responses=OpenApiTypes.OBJECT,

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from euler.api import Pagination, paginated, request_project
 from jobs import selectors, services
 from jobs.api.serializers import JobCreateSerializer, JobDetailSerializer, JobSerializer
+from quotas.access import member
 
 
 def _user(request):
@@ -18,6 +19,8 @@ def _user(request):
 
 
 class JobListCreateView(APIView):
+    access = {"get": member(), "post": member()}
+
     @extend_schema(
         operation_id="jobs_list",
         parameters=[OpenApiParameter("state", str, description="comma-separated job states")],
@@ -39,6 +42,8 @@ class JobListCreateView(APIView):
 
 
 class JobDetailView(APIView):
+    access = {"get": member()}
+
     @extend_schema(operation_id="jobs_retrieve", responses=JobDetailSerializer)
     def get(self, request, job_id: int):
         job = selectors.job_get(project=request_project(request), job_id=job_id)
@@ -46,6 +51,8 @@ class JobDetailView(APIView):
 
 
 class JobCancelView(APIView):
+    access = {"post": member()}
+
     @extend_schema(operation_id="jobs_cancel", request=None, responses=JobDetailSerializer)
     def post(self, request, job_id: int):
         project = request_project(request)
@@ -54,6 +61,8 @@ class JobCancelView(APIView):
 
 
 class JobRetryView(APIView):
+    access = {"post": member()}
+
     @extend_schema(operation_id="jobs_retry", request=None, responses=JobDetailSerializer)
     def post(self, request, job_id: int):
         project = request_project(request)

@@ -1,17 +1,22 @@
 """Weighted fair share on the dominant resource (DRF), pure: the capacity each project may use, its share of it,
-its weighted entitlement, and the decayed recent usage that `EULER_FAIRSHARE_HALF_LIFE` blends in.
+its weighted entitlement, the decayed recent usage that `EULER_FAIRSHARE_HALF_LIFE` blends in, and whose turn
+it is to place next.
 
 A project's share is the largest of its CPU, memory and GPU holdings over the capacity it may use, divided by
 its weight. Capacity is what approved, online, not draining nodes offer to the project: the shared pool
 (platform nodes and community nodes admitted to it) plus the nodes it owns.
+
+Order: each placement goes to the next job of the project with the lowest share, recomputed after every
+placement (Turns); within a project, `priority` (higher first), then FIFO.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Mapping
 
-from jobs.scheduling.snapshots import NodeSnapshot
+from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
 
 Vector = tuple[float, float, float]  # CPU millicores, memory bytes, GPUs
 ZERO: Vector = (0.0, 0.0, 0.0)
@@ -24,16 +29,19 @@ def _add(a: Vector, b: Vector) -> Vector:
 
 def pool_capacity(nodes: Iterable[NodeSnapshot]) -> tuple[Vector, dict[int, Vector]]:
     """Totals of usable nodes: (the shared pool, {project id: its own nodes outside the shared pool})."""
-    shared, own = ZERO, {}
+    cpu = mem = gpus = 0.0  # the shared pool's, summed in node order (as _add would: the same floats)
+    own: dict[int, Vector] = {}
     for node in nodes:
         if not (node.approved and node.online and not node.draining):
             continue
-        total = (float(node.cpu_milli), float(node.memory_bytes), float(len(node.gpu_uuids)))
         if node.shared:
-            shared = _add(shared, total)
+            cpu += float(node.cpu_milli)
+            mem += float(node.memory_bytes)
+            gpus += float(len(node.gpu_uuids))
         elif node.owner_project_id is not None:
+            total = (float(node.cpu_milli), float(node.memory_bytes), float(len(node.gpu_uuids)))
             own[node.owner_project_id] = _add(own.get(node.owner_project_id, ZERO), total)
-    return shared, own
+    return (cpu, mem, gpus), own
 
 
 def capacity_for(project_id: int, shared: Vector, own: Mapping[int, Vector]) -> Vector:
@@ -78,3 +86,70 @@ def decayed_average(amounts: Iterable[tuple[float, float]], *, now: float, half_
     for when, amount in amounts:
         total += amount * 2.0 ** (-max(0.0, now - when) / half_life)
     return total * math.log(2) / half_life
+
+
+class ProjectShare:
+    """A project's weight, holdings (this pass's placements added), the capacity it may use, and its share."""
+
+    __slots__ = ("weight", "held", "recent", "capacity", "dominant", "share")
+
+    def __init__(self, limit: ProjectLimit | None, capacity: Vector) -> None:
+        self.weight = limit.weight if limit is not None and limit.weight > 0 else 1.0
+        self.held = list(limit.held) if limit is not None else [0.0, 0.0, 0.0]
+        self.recent = limit.recent if limit is not None else None
+        self.capacity = capacity
+        self.update()
+
+    def update(self) -> None:
+        counted = blended((self.held[0], self.held[1], self.held[2]), self.recent)
+        self.dominant = dominant(counted, self.capacity)[0]
+        self.share = self.dominant / self.weight
+
+    def add(self, job: JobSnapshot) -> None:
+        """Count a placement of this pass."""
+        held = self.held
+        held[0] += job.cpu_milli
+        held[1] += job.memory_bytes
+        held[2] += job.gpu_count
+        if self.recent is not None:
+            self.update()
+            return
+        cap = self.capacity  # dominant() inlined: this runs once per placement
+        d = held[0] / cap[0] if cap[0] > 0 else 0.0
+        if cap[1] > 0 and held[1] / cap[1] > d:
+            d = held[1] / cap[1]
+        if cap[2] > 0 and held[2] / cap[2] > d:
+            d = held[2] / cap[2]
+        self.dominant, self.share = d, d / self.weight
+
+    def above(self, entitled: float) -> bool:
+        """Whether the project holds more than its weighted fair fraction (`entitled`, see entitlements)."""
+        return self.dominant > entitled + 1e-9
+
+    def holds(self) -> float:
+        """The fraction of its capacity the project holds now (the dominant resource, unweighted, no history)."""
+        return dominant((self.held[0], self.held[1], self.held[2]), self.capacity)[0]
+
+
+def project_shares(
+    project_ids: Iterable[int], projects: Mapping[int, ProjectLimit], nodes: Iterable[NodeSnapshot]
+) -> dict[int, ProjectShare]:
+    """Each project's share tracker, over the capacity the nodes offer it."""
+    shared, own = pool_capacity(nodes)
+    return {pid: ProjectShare(projects.get(pid), capacity_for(pid, shared, own)) for pid in project_ids}
+
+
+class Turns:
+    """Which project places next: the lowest share, then the oldest next job (queued_at, id), then the lowest id."""
+
+    def __init__(self, queues: Mapping[int, list[JobSnapshot]], shares: Mapping[int, ProjectShare]) -> None:
+        self.heap = [(shares[pid].share, queue[0].queued_at, queue[0].id, pid) for pid, queue in queues.items()]
+        heapq.heapify(self.heap)
+
+    def next(self, pid: int | None = None, share: float = 0.0, job: JobSnapshot | None = None) -> int | None:
+        """The project whose turn it is, or None when every queue is done. After project `pid` placed a job, it
+        competes again with its new `share` and its next `job` (and keeps the turn while it is the lowest);
+        without a next job (it placed its last, or could place nothing more) it is done."""
+        if job is not None:
+            return heapq.heappushpop(self.heap, (share, job.queued_at, job.id, pid))[3]
+        return heapq.heappop(self.heap)[3] if self.heap else None

@@ -28,6 +28,7 @@ class NodeSnapshot:
     disk_bytes: int | None = None  # None: the node does not report disk (an older agent); not counted
     gpu_uuids: tuple[str, ...] = ()  # in device index order
     runs_networked: bool = True  # False: its agent could not install its egress rules and refuses networked jobs
+    image_patterns: tuple[str, ...] = ()  # the lender's allowed images (nodeagent/imageref.py); (): every image
 
     used_cpu_milli: int = 0  # held by active attempts
     used_memory_bytes: int = 0
@@ -58,6 +59,7 @@ class JobSnapshot:
     not_before: float | None = None  # retry backoff
     priority: int = 0  # orders the project's own queue (higher first), then FIFO
     networked: bool = True  # network "default" (the node's egress policy); False: "none", loopback only
+    image: str = ""  # as submitted: matched against a node's image_patterns
 
 
 @dataclass(frozen=True, slots=True)

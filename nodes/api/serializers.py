@@ -64,6 +64,10 @@ class GpuOut(serializers.Serializer):
 
 class NodeOut(serializers.ModelSerializer):
     gpus = GpuOut(many=True)
+    pending_capacity = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Figures the node reported above its approved capacity, waiting for an operator's approval.",
+    )
 
     class Meta:
         model = Node
@@ -83,10 +87,15 @@ class NodeOut(serializers.ModelSerializer):
             "cpu_milli",
             "memory_bytes",
             "disk_bytes",
+            "approved_cpu_milli",
+            "approved_memory_bytes",
+            "approved_disk_bytes",
+            "pending_capacity",
             "gpus",
             "capped",
             "job_egress",
             "job_egress_error",
+            "allowed_images",
             "allocated_cpu_milli",
             "allocated_memory_bytes",
             "allocated_disk_bytes",

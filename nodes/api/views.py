@@ -14,6 +14,7 @@ from nodes.api.serializers import (
     NodeOut,
 )
 from nodes.liveness import live_last_seen
+from quotas.access import member
 
 
 def _user(request):
@@ -25,6 +26,8 @@ def _is_staff(request) -> bool:
 
 
 class NodeListView(APIView):
+    access = {"get": member()}
+
     @extend_schema(
         operation_id="nodes_list",
         responses=NodeListOut,
@@ -37,6 +40,8 @@ class NodeListView(APIView):
 
 
 class NodeDetailView(APIView):
+    access = {"get": member()}
+
     @extend_schema(operation_id="nodes_retrieve", responses=NodeOut, summary="One of the project's own nodes")
     def get(self, request, node_id: int):
         node = selectors.node_of_project(project=request_project(request), node_id=node_id)
@@ -46,6 +51,8 @@ class NodeDetailView(APIView):
 
 
 class EnrollmentTokenListView(APIView):
+    access = {"get": member(), "post": member(note="platform tokens: staff only")}
+
     @extend_schema(responses=paginated(EnrollmentTokenOut), summary="List enrollment tokens (never the secrets)")
     def get(self, request):
         tokens = selectors.enrollment_tokens_for(project=request_project(request), staff=_is_staff(request))
@@ -81,6 +88,8 @@ class EnrollmentTokenListView(APIView):
 
 
 class EnrollmentTokenDetailView(APIView):
+    access = {"delete": member()}
+
     @extend_schema(responses={204: None}, summary="Revoke an enrollment token")
     def delete(self, request, token_id: int):
         project = request_project(request)

@@ -7,8 +7,9 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, paginated, request_project, require_owner
+from euler.api import Pagination, paginated, request_project, request_user
 from quotas import invitations, members
+from quotas.access import member, owner
 from quotas.api.serializers import (
     InvitationCreatedOut,
     InvitationCreateIn,
@@ -16,7 +17,6 @@ from quotas.api.serializers import (
     MemberOut,
     MemberUpdateIn,
 )
-from quotas.auth import ApiKeyUser
 
 
 def _paginated(view, request, queryset, serializer):
@@ -26,6 +26,8 @@ def _paginated(view, request, queryset, serializer):
 
 
 class InvitationListView(APIView):
+    access = {"get": owner(), "post": owner()}
+
     @extend_schema(responses=paginated(InvitationOut), summary="List the project's invitations (never the tokens)")
     def get(self, request):
         return _paginated(self, request, invitations.invitations_for(request_project(request)), InvitationOut)
@@ -36,10 +38,9 @@ class InvitationListView(APIView):
         summary="Create a one-time invitation link (owner only); the token is shown once",
     )
     def post(self, request):
-        require_owner(request)
         data = InvitationCreateIn(data=request.data)
         data.is_valid(raise_exception=True)
-        by = None if isinstance(request.user, ApiKeyUser) else request.user
+        by = request_user(request)
         new = invitations.invitation_create(
             project=request_project(request),
             role=data.validated_data["role"],
@@ -53,23 +54,27 @@ class InvitationListView(APIView):
 
 
 class InvitationDetailView(APIView):
+    access = {"delete": owner()}
+
     @extend_schema(responses={204: None}, summary="Revoke an unused invitation (owner only)")
     def delete(self, request, invitation_id: int):
-        require_owner(request)
         invitations.invitation_revoke(project=request_project(request), invitation_id=invitation_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemberListView(APIView):
+    access = {"get": member()}
+
     @extend_schema(responses=paginated(MemberOut), summary="List the project's members and their roles")
     def get(self, request):
         return _paginated(self, request, members.members_of(request_project(request)), MemberOut)
 
 
 class MemberDetailView(APIView):
+    access = {"patch": owner(), "delete": owner()}
+
     @extend_schema(request=MemberUpdateIn, responses=MemberOut, summary="Change a member's role (owner only)")
     def patch(self, request, user_id: int):
-        require_owner(request)
         data = MemberUpdateIn(data=request.data)
         data.is_valid(raise_exception=True)
         membership = members.member_change_role(
@@ -79,6 +84,5 @@ class MemberDetailView(APIView):
 
     @extend_schema(responses={204: None}, summary="Remove a member (owner only; the last owner stays)")
     def delete(self, request, user_id: int):
-        require_owner(request)
         members.member_remove(project=request_project(request), user_id=user_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -7,15 +7,22 @@ from quotas.models import ApiKey, Invitation, Role
 
 class ApiKeyCreateIn(StrictSerializer):
     label = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    role = serializers.ChoiceField(
+        choices=Role.choices, required=False, help_text="At most the caller's role; by default the caller's."
+    )
 
 
 class ApiKeyOut(serializers.ModelSerializer):
     prefix = serializers.SerializerMethodField()
     active = serializers.BooleanField(source="is_active")
+    created_by = serializers.SerializerMethodField(help_text="Who made it; null for an operator's key.")
 
     class Meta:
         model = ApiKey
-        fields = ["id", "label", "prefix", "active", "created_at", "last_used_at", "revoked_at"]
+        fields = ["id", "label", "prefix", "role", "created_by", "active", "created_at", "last_used_at", "revoked_at"]
+
+    def get_created_by(self, obj) -> str | None:
+        return obj.created_by.get_username() if obj.created_by else None
 
     def get_prefix(self, obj) -> str:
         return f"euler_pk_{obj.prefix}"

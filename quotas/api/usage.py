@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from euler.api import request_project
 from euler.errors import InvalidInput
+from quotas.access import member
 from quotas.api.serializers import FairShareOut
 from quotas.models import UsageEntry
 from quotas.selectors import fair_share
@@ -44,6 +45,8 @@ def _day(value: str | None, name: str, default: date) -> date:
 
 
 class UsageView(APIView):
+    access = {"get": member()}
+
     @extend_schema(
         parameters=[
             OpenApiParameter("from", str, description="first day, YYYY-MM-DD (default: 30 days ago)"),

@@ -48,7 +48,7 @@ def test_api_key_created_and_revoked_name_the_calling_key_and_address(api, proje
     event = last("api_key.created")
     prefix = ApiKey.objects.get(pk=created["id"]).prefix
     assert (event.actor, event.ip, event.project_id) == (key_actor, "127.0.0.1", project.pk)
-    assert event.target == f"api_key:{prefix}" and event.details == {"label": "ci"}
+    assert event.target == f"api_key:{prefix}" and event.details == {"label": "ci", "role": "owner"}
     assert api.delete(f"/api/v1/api-keys/{created['id']}").status_code == 204
     assert last("api_key.revoked").target == f"api_key:{prefix}"
     api.delete(f"/api/v1/api-keys/{created['id']}")  # revoking again changes nothing: no second event

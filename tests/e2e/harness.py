@@ -1,12 +1,15 @@
 """Runs the real platform as subprocesses on loopback for end-to-end tests.
 
     platform = Platform(tmp_dir, env={"EULER_NODE_OFFLINE_AFTER": "3"})   # env applies to every process
-    platform.start()                   # own Redis, then web (uvicorn), worker and beat; waits for /readyz
+    platform.start()                   # own Redis, then web (uvicorn), workers and beat; waits for /readyz
     agent = platform.start_agent("n1", token=secret, env={"EULER_NODE_LABELS": "zone=a"})
     platform.wait_for(lambda: Node.objects.filter(name="n1", online=True).exists(), "n1 online")
     agent.kill()                       # kill -9 (agent.stop() sends SIGTERM and waits)
     platform.restart_agent("n1")       # same state dir, no token: uses the stored credential
     platform.stop()                    # kills everything it started
+
+Two workers, as `make up` starts them: `worker-control` serves the control queue (scheduling, liveness) and `worker`
+the health and maintenance queues (euler/taskpolicy.py).
 
 What it gives the processes: the test database (the `transactional_db` data is visible to them;
 `DATABASE_URL` names pytest-django's test database, PostgreSQL or the SQLite file), its own Redis
@@ -37,6 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+
+from euler.up import worker_commands
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -239,8 +244,9 @@ class Platform:
                                "--port", str(self.port), "--no-access-log", "--log-level", "warning",
                                "--timeout-graceful-shutdown", "3"])  # fmt: skip
         if worker:
-            self.spawn("worker", [PY, "-m", "celery", "-A", "euler", "worker", "-l", "info",
-                                  "-c", str(self.worker_concurrency), "--without-gossip", "--without-mingle"])  # fmt: skip
+            # As `make up` runs them: `worker-control` serves the control queue alone, `worker` health and maintenance.
+            for name, argv in worker_commands(PY, loglevel="info", concurrency=self.worker_concurrency):
+                self.spawn(name, [*argv, "--without-gossip", "--without-mingle"])
         if beat:
             self.spawn("beat", [PY, "-m", "celery", "-A", "euler", "beat", "-l", "info",
                                 "-s", str(self.tmp / "data" / "celerybeat-schedule")])  # fmt: skip
@@ -265,6 +271,8 @@ class Platform:
             "EULER_CONTROL_PLANE_URL": self.url,
             "EULER_NODE_NAME": name,
             "EULER_NODE_STATE_DIR": str(state_dir),
+            # Nothing can be pulled here: community nodes run the local test images as their lender allows.
+            "EULER_NODE_LOCAL_IMAGES": "true",
             **(env or {}),
         }
         if token:

@@ -151,7 +151,7 @@ class Chaos:
         # Either order happens: the worker checks for silent nodes before any host is back, or only after.
         worker_late = self.rng.random() < 0.5
         print(f"chaos: restart with the worker {'after' if worker_late else 'before'} the first agent", flush=True)
-        for name in ("web",) if worker_late else ("web", "worker", "beat"):
+        for name in ("web",) if worker_late else ("web", "worker-control", "worker", "beat"):
             p.procs[name].start()
         p.wait_for(lambda: answers(p.url), "web answers /readyz again", timeout=60)
         for i, name in enumerate(self.nodes):
@@ -160,6 +160,7 @@ class Chaos:
             p.restart_agent(name)
             if worker_late and not i:
                 time.sleep(1)
+                p.procs["worker-control"].start()
                 p.procs["worker"].start()
                 p.procs["beat"].start()
 
@@ -288,7 +289,7 @@ def test_kill_9_of_agents_worker_web_and_redis_during_jobs_loses_nothing_and_run
     print(f"\nchaos: seed {SEED} (EULER_CHAOS_SEED={SEED} replays it), {N_JOBS} jobs", flush=True)
     for _ in range(2):
         chaos.add_node()
-    victims = [f"agent:{n}" for n in chaos.nodes] + ["worker", "web", "redis"]
+    victims = [f"agent:{n}" for n in chaos.nodes] + ["worker-control", "web", "redis"]
     # Submissions spread over the run, a fault every 1-4 s in between, each victim hit at least once.
     plan = list(victims) + [chaos.rng.choice(victims) for _ in range(max(0, N_JOBS // 3 - len(victims)))]
     chaos.rng.shuffle(plan)

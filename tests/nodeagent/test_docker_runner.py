@@ -72,13 +72,6 @@ def test_it_detects_an_oom_kill(runner):
     assert r.inspect(cid).oom_killed is True
 
 
-def test_an_absent_image_fails_fast_as_image_pull_failed(runner):
-    r, _ = runner
-    with pytest.raises(RunnerError) as err:
-        r.ensure_image(f"euler-test/absent-{uuid.uuid4().hex[:6]}:1")
-    assert err.value.reason == "image_pull_failed"
-
-
 def test_a_missing_executable_is_start_failed_with_dockers_message(runner):
     r, node = runner
     with pytest.raises(RunnerError) as err:

@@ -31,12 +31,15 @@ def test_the_plan_rejects_private_ranges_after_dns_and_allowed_cidrs_and_jumps_f
     lines = _argv(steps)
     fwd = [line for line in lines if line.startswith("iptables -w -A EULER-abc123def0-FWD")]
     assert fwd[0].endswith("--ctstate RELATED,ESTABLISHED -j RETURN")
-    assert fwd[1:3] == [
+    assert fwd[1:6] == [
         "iptables -w -A EULER-abc123def0-FWD -d 10.255.255.53 -p udp --dport 53 -j RETURN",
         "iptables -w -A EULER-abc123def0-FWD -d 10.255.255.53 -p tcp --dport 53 -j RETURN",
+        "iptables -w -A EULER-abc123def0-FWD -p udp --dport 53 -j REJECT",  # DNS anywhere else: no
+        "iptables -w -A EULER-abc123def0-FWD -p tcp --dport 53 -j REJECT",
+        "iptables -w -A EULER-abc123def0-FWD -p tcp --dport 853 -j REJECT",
     ]
-    assert fwd[3] == "iptables -w -A EULER-abc123def0-FWD -d 10.8.0.0/16 -j RETURN"
-    assert fwd[4:] == [f"iptables -w -A EULER-abc123def0-FWD -d {c} -j REJECT" for c in BLOCKED_V4]
+    assert fwd[6] == "iptables -w -A EULER-abc123def0-FWD -d 10.8.0.0/16 -j RETURN"
+    assert fwd[7:] == [f"iptables -w -A EULER-abc123def0-FWD -d {c} -j REJECT" for c in BLOCKED_V4]
     host = [line for line in lines if line.startswith("iptables -w -A EULER-abc123def0-IN")]
     assert host[-1] == "iptables -w -A EULER-abc123def0-IN -j REJECT" and "10.8.0.0/16" not in " ".join(host)
     jumps = [s for s in steps if s.argv[2] == "-I"]

@@ -159,7 +159,18 @@ def test_an_empty_answer_is_trusted_until_a_wake_up_or_its_quiet_time():
 
 @pytest.mark.django_db(transaction=True)
 def test_an_approval_ends_a_pending_node_s_quiet(platform_node):
+    """The quiet must end after the approval commits: a poll answered between the row's change and its commit
+    still saw a pending node and went quiet again (an invalidation sent before the commit does not end that)."""
+    from django.db import transaction
+
     node, _ = platform_node
+    written, commit = threading.Event(), threading.Event()
+
+    def approve_and_hold_the_commit():
+        with transaction.atomic():
+            services.node_approve(node=node)
+            written.set()
+            commit.wait(10)
 
     async def scenario():
         listener = await channel._listener()
@@ -167,7 +178,15 @@ def test_an_approval_ends_a_pending_node_s_quiet(platform_node):
         listener.snapshot = None
         async with channel.Waiter(node.pk) as w:
             w.asked(channel.Work([], [], quiet_until=math.inf))  # pending: nothing until approved
-        await asyncio.to_thread(services.node_approve, node=node)
+            assert w.quiet()
+        approving = asyncio.create_task(asyncio.to_thread(approve_and_hold_the_commit))
+        await _until(written.is_set)
+        await _until(lambda: node.pk not in listener.quiet)  # the invalidation sent as the row was saved
+        async with channel.Waiter(node.pk) as w:
+            w.asked(channel.Work([], [], quiet_until=math.inf))  # a poll that still read the pending row
+            assert w.quiet()
+        commit.set()
+        await approving
         await _until(lambda: node.pk not in listener.quiet)
 
     _in_loop(scenario)

@@ -12,7 +12,7 @@ from django.utils import timezone
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from nodeagent import protocol
-from nodes import channel, liveness, livestore, quickbeat, services
+from nodes import beathooks, beatmemo, channel, liveness, livestore, memory, quickbeat, services
 from nodes.models import Node
 from nodes.node_api.views import _parser
 from tests.nodes.conftest import resources
@@ -68,11 +68,11 @@ def test_what_the_cache_cannot_vouch_for_takes_the_verifying_path(quick, setting
     assert _beat(cred, loop=object()) is None  # no subscription on this loop
     assert _beat(cred, _body(cpu_milli=16000)) is None  # a changed report: the row must be written
     assert _beat("enode_" + "x" * 40) is None  # not a node this process knows
-    quickbeat.hooks_ran(node.pk, quickbeat._local[node.pk].rfp, 0)
+    quickbeat.hooks_ran(node.pk, beatmemo.local(node.pk).rfp, 0)
     assert _beat(cred) is None  # the hooks asked to look again
-    quickbeat.hooks_ran(node.pk, quickbeat._local[node.pk].rfp, time.time())
+    quickbeat.hooks_ran(node.pk, beatmemo.local(node.pk).rfp, time.time())
     assert _beat(cred) is not None
-    quickbeat._state["intake"] = time.time() - settings.EULER_NODE_OFFLINE_AFTER
+    beatmemo.set_last_intake(time.time() - settings.EULER_NODE_OFFLINE_AFTER)
     assert _beat(cred) is None  # the first heartbeat after a quiet spell looks for a control-plane gap
 
 
@@ -85,14 +85,14 @@ def test_a_row_change_published_over_the_subscription_drops_the_cached_copy(quic
         liveness.heartbeat(raw=cred, parse=_parser(_body()))  # cached again
         assert _beat(cred, loop=loop) is not None
         dropped = asyncio.Event()
-        real = quickbeat.invalidate
+        real = memory.invalidate
 
         def invalidate(ids):
             real(ids)
             if node.pk in ids:
                 dropped.set()
 
-        monkeypatch.setattr(quickbeat, "invalidate", invalidate)
+        monkeypatch.setattr(memory, "invalidate", invalidate)
         services.node_drain(node=Node.objects.get(pk=node.pk))
         loop.run_until_complete(asyncio.wait_for(dropped.wait(), timeout=10))
         quick = _beat(cred, loop=loop)  # the stale copy is gone: the verifying path, or the row read again
@@ -108,15 +108,15 @@ def test_a_row_change_published_over_the_subscription_drops_the_cached_copy(quic
 
 def test_a_row_read_before_an_invalidation_is_not_cached_after_it(quick):
     node, cred = quick
-    lookup = next(k for k, v in liveness._known.items() if v.node.pk == node.pk)
-    known = liveness.known(lookup)
-    liveness.forget_all()
+    lookup = Node.objects.get(pk=node.pk).credential_lookup
+    known = memory.known(lookup)
+    memory.forget_all()
     taken = quickbeat.token()
     quickbeat.invalidate([node.pk])  # the row changed between the read and the caching
-    liveness._remember(lookup, known, taken)
-    assert liveness.known(lookup) is None
-    liveness._remember(lookup, known, quickbeat.token())
-    assert liveness.known(lookup) is not None
+    memory.remember(lookup, known, taken)
+    assert memory.known(lookup) is None
+    memory.remember(lookup, known, quickbeat.token())
+    assert memory.known(lookup) is not None
 
 
 def test_an_invalidation_names_nodes_and_skips_the_writer_s_own():
@@ -134,7 +134,7 @@ def test_a_batch_that_cannot_reach_redis_lands_in_the_node_rows_and_stops_the_qu
     node.refresh_from_db()
     assert (timezone.now() - node.last_heartbeat_at).total_seconds() < 30
     assert _beat(cred) is None  # off for a while, and the cache is gone: heartbeats write the row
-    assert liveness._known == {}
+    assert memory.cached_count() == 0
 
 
 def test_rows_an_invalidation_dropped_are_read_again_in_bulk(quick, monkeypatch, django_assert_max_num_queries):
@@ -146,13 +146,13 @@ def test_rows_an_invalidation_dropped_are_read_again_in_bulk(quick, monkeypatch,
     livestore.bump(node.pk)  # what a saved row does; the subscription hands the ids to quickbeat.invalidate
     assert quickbeat.invalidate([node.pk]) == [node.pk]
     assert _beat(cred) is None  # dropped
-    quickbeat._refresh.add(node.pk)  # what refresh_later queues for the refresher thread
+    memory.queue_refresh([node.pk])  # what refresh_later queues for the refresher thread
     with django_assert_max_num_queries(1):
         assert quickbeat.refresh_pending() == 1
     reply = _beat(cred)
     assert reply is not None and reply["draining"] is True
     Node.objects.filter(pk=node.pk).update(approval="rejected")
-    quickbeat._refresh.update(quickbeat.invalidate([node.pk]))
+    memory.queue_refresh(quickbeat.invalidate([node.pk]))
     assert quickbeat.refresh_pending() == 0  # a rejected node is not cached again: its credential is refused
     assert _beat(cred) is None
 
@@ -160,9 +160,9 @@ def test_rows_an_invalidation_dropped_are_read_again_in_bulk(quick, monkeypatch,
 def test_a_new_subscription_reads_every_node_redis_has_seen_into_the_cache(quick):
     """A restarted web process: the first heartbeat of each node must not be a full path of its own."""
     node, cred = quick
-    liveness.forget_all()
+    memory.forget_all()
     assert _beat(cred) is None
-    quickbeat._state["refresh_all"] = True  # what refresh_later(everyone=True) sets
+    memory.queue_refresh(everyone=True)  # what refresh_later(everyone=True) queues
     assert quickbeat.refresh_pending() == 1
     assert _beat(cred) is not None
 
@@ -186,15 +186,15 @@ def test_the_periodic_hooks_run_beside_a_reply_from_memory_and_what_they_find_co
 
     def inline(node_, body, rfp, now):  # the heartbeat thread's work, here and now
         ran.append(node_.pk)
-        liveness.hooks_in_background(node_, body, rfp, now)
+        beathooks.hooks_in_background(node_, body, rfp, now)
 
     monkeypatch.setattr(quickbeat, "hooks_later", inline)
-    quickbeat._local[node.pk].hooks_at = time.time() - settings.EULER_NODE_HOOKS_EVERY - 1
+    beatmemo.local(node.pk).hooks_at = time.time() - settings.EULER_NODE_HOOKS_EVERY - 1
     assert _beat(cred) is not None and ran == [node.pk]  # answered now; the hooks ran beside it
     assert _beat(cred) is not None and ran == [node.pk]  # not again within the period
     monkeypatch.setattr(channel, "_heartbeat_hooks", [lambda n, hb: [protocol.Command(type="stop_attempt",
                                                                                        attempt_id=7, reason="stale")]])  # fmt: skip
-    quickbeat._local[node.pk].hooks_at = time.time() - settings.EULER_NODE_HOOKS_EVERY - 1
+    beatmemo.local(node.pk).hooks_at = time.time() - settings.EULER_NODE_HOOKS_EVERY - 1
     assert _beat(cred) is not None  # this reply has no command yet ...
     assert _beat(cred) is None  # ... the hooks found one: the next heartbeat takes the verifying path
     reply = liveness.heartbeat(raw=cred, parse=_parser(_body()))

@@ -9,41 +9,33 @@ from euler_client import __version__
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The console script: run the command, flush what it wrote, exit with its status (a normal exit: every
+    stream and connection is closed by then, no thread is left to wait for)."""
     status = run(sys.argv[1:] if argv is None else argv)
-    if argv is not None:
-        sys.exit(status)
-    # The console script: everything is written (files by os.write and os.replace, streams flushed here), so
-    # skip the interpreter's teardown of every imported module, which costs more than some commands take.
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except BrokenPipeError:
+        _silence_stdout()
         status = status or 141
-    os._exit(status)
+    sys.exit(status)
 
 
 def run(args: list[str]) -> int:
+    """The command's exit status; every error becomes one line on stderr."""
     if args in (["--version"], ["-V"]):  # the fast path: no CLI framework, no HTTP library
         print(f"euler {__version__}")
         return 0
-    import click
-
-    from euler_client.cli.commands import cli
-    from euler_client.errors import EXIT_INTERRUPTED, EXIT_USAGE, EulerError
+    from euler_client.errors import EXIT_INTERRUPTED, EulerError
 
     try:
-        result = cli.main(args=args, prog_name="euler", standalone_mode=False)
-        return result if isinstance(result, int) else 0
-    except click.exceptions.NoArgsIsHelpError as exc:  # `euler`, `euler jobs`: the help, as click would
-        sys.stdout.write(exc.ctx.get_help() + "\n")
-        return EXIT_USAGE
-    except click.exceptions.UsageError as exc:
-        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-        return fail(exc.format_message() + hint, EXIT_USAGE)
-    except click.exceptions.Abort:
-        return fail("interrupted", EXIT_INTERRUPTED)
-    except click.exceptions.ClickException as exc:
-        return fail(exc.format_message(), exc.exit_code or 1)
+        if args[:1] == ["run"]:  # the everyday `euler run`, parsed without click when it can be
+            from euler_client.cli.runargs import fast_run
+
+            status = fast_run(args[1:])
+            if status is not None:
+                return status
+        return _click(args)
     except EulerError as exc:
         code = f" [{exc.code}]" if exc.status else ""
         return fail(f"{exc.message}{code}", exc.exit_code)
@@ -56,6 +48,28 @@ def run(args: list[str]) -> int:
         if os.environ.get("EULER_DEBUG"):
             raise
         return fail(f"unexpected {type(exc).__name__}: {exc} (EULER_DEBUG=1 shows the traceback)", 1)
+
+
+def _click(args: list[str]) -> int:
+    """The command tree (cli/commands.py); click's own errors become exit 2 (usage) or theirs."""
+    import click
+
+    from euler_client.cli.commands import cli
+    from euler_client.errors import EXIT_INTERRUPTED, EXIT_USAGE
+
+    try:
+        result = cli.main(args=args, prog_name="euler", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except click.exceptions.NoArgsIsHelpError as exc:  # `euler` alone: the help, as click would
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        return EXIT_USAGE
+    except click.exceptions.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        return fail(exc.format_message() + hint, EXIT_USAGE)
+    except click.exceptions.Abort:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except click.exceptions.ClickException as exc:
+        return fail(exc.format_message(), exc.exit_code or 1)
 
 
 def fail(message: str, status: int) -> int:

@@ -1,4 +1,4 @@
-"""Account commands: login, usage, and API keys."""
+"""Account commands: `euler login`, `euler usage`, and `euler keys VERB` (list, create, delete)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from euler_client.cli.commands import cli, json_option, pass_state
+from euler_client.cli.base import NounGroup, json_option, pass_state
 from euler_client.cli.output import bar, emit_json, fmt_time, note, table
 
 
-@cli.command()
+@click.command()
 @click.option("--url", envvar="EULER_URL", help="The server, e.g. https://euler.example.com.")
 @click.option("--api-key", metavar="KEY", help="The key (euler_pk_...); '-' reads it from stdin; else it is asked.")
 @click.option("--profile", "login_profile", metavar="NAME", help="Store under this profile (default: default).")
@@ -48,7 +48,7 @@ _RESOURCES = [
 ]
 
 
-@cli.command()
+@click.command()
 @json_option
 @pass_state
 def usage(state, as_json):
@@ -71,12 +71,7 @@ def usage(state, as_json):
     table(["", "", "USED", ""], rows)
 
 
-@cli.group()
-def keys():
-    """The project's API keys."""
-
-
-@keys.command("list")
+@click.command("list")
 @json_option
 @pass_state
 def keys_list(state, as_json):
@@ -89,7 +84,7 @@ def keys_list(state, as_json):
             fmt_time(k.get("created_at")), fmt_time(k.get("last_used_at"))] for k in items])  # fmt: skip
 
 
-@keys.command("create")
+@click.command("create")
 @click.option("--label", default="", help="A note: what the key is for.")
 @json_option
 @pass_state
@@ -102,10 +97,15 @@ def keys_create(state, label, as_json):
     note(f"key {key['id']} created; this is the only time its secret is shown")
 
 
-@keys.command("revoke")
+@click.command("delete")
 @click.argument("key_id", type=int)
 @pass_state
 def keys_revoke(state, key_id):
     """Revoke a key: it stops working at once."""
     state.client().keys.revoke(key_id)
     note(f"key {key_id} revoked")
+
+
+keys = NounGroup("keys", "The project's API keys: list (the default), create, delete.", aliases={"revoke": "delete"})
+for _command in (keys_list, keys_create, keys_revoke):
+    keys.add_command(_command)

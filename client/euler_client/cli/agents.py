@@ -1,4 +1,4 @@
-"""Agent commands: list, show, add, remove, and invoke (SSE answers streamed event by event)."""
+"""`euler agents VERB`: list (the default), show, create, delete, invoke (SSE answers event by event)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,11 @@ from pathlib import Path
 
 import click
 
-from euler_client.cli.commands import cli, json_option, pass_state
+from euler_client.cli.base import NounGroup, json_option, pass_state
 from euler_client.cli.output import emit_json, fields, fmt_time, note, table
 
 
-@cli.group()
-def agents():
-    """HTTP agents fronted by the gateway."""
-
-
-@agents.command("list")
+@click.command("list")
 @json_option
 @pass_state
 def agents_list(state, as_json):
@@ -33,7 +28,7 @@ def agents_list(state, as_json):
     table(["NAME", "HEALTHY", "HEALTH PATH", "DESCRIPTION"], rows)
 
 
-@agents.command("show")
+@click.command("show")
 @json_option
 @click.argument("name")
 @pass_state
@@ -50,7 +45,7 @@ def agents_show(state, as_json, name):
             i.get("latency_ms"), i.get("last_error")] for i in a.get("instances") or []])  # fmt: skip
 
 
-@agents.command("add")
+@click.command("create")
 @click.argument("name")
 @click.option("--url", "urls", multiple=True, metavar="URL[=WEIGHT]", help="Instance base URL (repeatable).")
 @click.option("--health-path", help="GET path that answers 2xx when healthy (default /health).")
@@ -78,7 +73,7 @@ def agents_add(state, name, urls, health_path, description, auth_header, as_json
     emit_json(agent) if as_json else note(f"agent {agent.get('name')} added with {len(instances)} instance(s)")
 
 
-@agents.command("remove")
+@click.command("delete")
 @click.argument("name")
 @pass_state
 def agents_remove(state, name):
@@ -104,7 +99,7 @@ def _body(data: str | None) -> tuple[object, bytes | None]:
         return None, raw  # not JSON: sent as it is
 
 
-@agents.command("invoke")
+@click.command("invoke")
 @click.argument("name")
 @click.argument("path", default="")
 @click.option("-X", "--method", help="HTTP method (default POST with --data, else GET).")
@@ -146,3 +141,12 @@ def agents_invoke(state, name, path, method, data, headers, timeout, as_json):
             note(f"the agent answered HTTP {response.status_code}")
             return 1
     return 0
+
+
+agents = NounGroup(
+    "agents",
+    "HTTP agents fronted by the gateway: list (the default), show, create, delete, invoke.",
+    aliases={"add": "create", "remove": "delete"},
+)
+for _command in (agents_list, agents_show, agents_add, agents_remove, agents_invoke):
+    agents.add_command(_command)

@@ -1,68 +1,96 @@
-"""The command tree: `euler <noun> <verb>`, with the everyday verbs (run, logs, cancel, wait) at the top too."""
+"""The command registry and the root `euler` group: `euler NOUN VERB`, with run, logs and cancel at the top.
+
+Each command lives in its module (run, jobs, nodes, agents, account) and is found here by name, imported only
+when it is used: `euler --help` reads the one-line help from the table below and imports no command module,
+`euler run` imports only `cli.run`. The command modules import `cli.base`, never this module, so there is no
+circle. To add a command, write it in its module and add one line to COMMANDS.
+"""
 
 from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
 
 import click
 
 from euler_client import __version__
-from euler_client.parse import ParseError, parse_bytes, parse_cpu, parse_duration
+from euler_client.cli.base import State
+
+__all__ = ["COMMANDS", "State", "cli"]
 
 
-class State:
-    """What every command shares: the chosen profile, and one client made on first use."""
-
-    def __init__(self, profile: str | None):
-        self.profile = profile
-        self._client = None
-
-    def client(self):
-        if self._client is None:
-            from euler_client.client import Client
-            from euler_client.config import resolve
-
-            settings = resolve(profile=self.profile)
-            self._client = Client(settings.url, settings.api_key)
-        return self._client
+@dataclass(frozen=True)
+class Entry:
+    target: str  # "module:attribute" of the click command
+    help: str  # the line `euler --help` shows (without importing the module)
+    section: str = "Commands"
+    hidden: bool = False  # an old spelling: works, not listed
 
 
-pass_state = click.make_pass_decorator(State)
+COMMANDS: dict[str, Entry] = {
+    "run": Entry(
+        "euler_client.cli.run:run", "Run an image on the pool, show its output, exit with its code.", "Shortcuts"
+    ),
+    "logs": Entry("euler_client.cli.jobs:logs", "Print a job's output (-f follows it).", "Shortcuts"),
+    "cancel": Entry("euler_client.cli.jobs:cancel", "Cancel jobs.", "Shortcuts"),
+    "jobs": Entry("euler_client.cli.jobs:jobs", "Jobs: list (default), show, run, logs, cancel, wait, retry."),
+    "nodes": Entry("euler_client.cli.nodes:nodes", "Nodes: list (default), show, token."),
+    "agents": Entry("euler_client.cli.agents:agents", "Agents: list (default), show, create, delete, invoke."),
+    "keys": Entry("euler_client.cli.account:keys", "API keys: list (default), create, delete."),
+    "login": Entry("euler_client.cli.account:login", "Check an API key and store it in a profile.", "Account"),
+    "usage": Entry("euler_client.cli.account:usage", "Quota bars for this period.", "Account"),
+    "completion": Entry("euler_client.cli.commands:completion", "Print the shell completion script.", "Account"),
+    # old spellings, kept working: `euler jobs wait|retry` now
+    "wait": Entry("euler_client.cli.jobs:wait", "Wait for a job to end.", hidden=True),
+    "retry": Entry("euler_client.cli.jobs:retry", "Queue an ended job again.", hidden=True),
+}
 
 
-class _Parsed(click.ParamType):
-    def __init__(self, name: str, parse):
-        self.name, self.parse = name, parse
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        try:
-            return self.parse(value)
-        except ParseError as exc:
-            self.fail(str(exc), param, ctx)
+def load(name: str) -> click.Command | None:
+    entry = COMMANDS.get(name)
+    if entry is None:
+        return None
+    module, _, attribute = entry.target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
-CPU = _Parsed("cpu", parse_cpu)
-BYTES = _Parsed("size", parse_bytes)
-DURATION = _Parsed("duration", parse_duration)
+class Registry(click.Group):
+    """A root group whose commands come from COMMANDS, imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, entry in COMMANDS.items() if not entry.hidden]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return load(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for name in self.list_commands(ctx):
+            entry = COMMANDS[name]
+            sections.setdefault(entry.section, []).append((name, entry.help))
+        for section, rows in sections.items():
+            with formatter.section(section):
+                formatter.write_dl(rows)
 
 
-def json_option(f):
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(f)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(
+    cls=Registry,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    no_args_is_help=True,
+)
 @click.version_option(__version__, "--version", "-V", prog_name="euler", message="%(prog)s %(version)s")
 @click.option("--profile", envvar="EULER_PROFILE", metavar="NAME", help="Stored account to use (default: default).")
 @click.pass_context
 def cli(ctx: click.Context, profile: str | None) -> None:
-    """Euler: run jobs on the pool, follow them, script them.
+    """Euler: run jobs on the pool, follow them, script them.  euler NOUN VERB, e.g. euler jobs list.
 
     Server and key: EULER_URL and EULER_API_KEY, else the profile stored by `euler login`.
     """
     ctx.obj = State(profile)
+    ctx.call_on_close(ctx.obj.close)
 
 
-@cli.command()
+@click.command()
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion(shell: str) -> None:
     """Print the shell completion script: eval "$(euler completion bash)"."""
@@ -70,8 +98,3 @@ def completion(shell: str) -> None:
 
     cls = get_completion_class(shell)
     click.echo(cls(cli, {}, "euler", "_EULER_COMPLETE").source())
-
-
-from euler_client.cli import account, agents, jobs, nodes  # noqa: E402 - they register on `cli`
-
-__all__ = ["cli", "account", "agents", "jobs", "nodes"]

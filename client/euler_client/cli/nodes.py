@@ -1,4 +1,4 @@
-"""Node commands: the project's nodes and the public pool; enrollment tokens."""
+"""`euler nodes VERB`: list (the default; your nodes and the public pool), show, token (enroll a host)."""
 
 from __future__ import annotations
 
@@ -6,21 +6,12 @@ import shlex
 
 import click
 
-from euler_client.cli.commands import DURATION, cli, json_option, pass_state
+from euler_client.cli.base import DURATION, NounGroup, json_option, pass_state
 from euler_client.cli.output import emit_json, fmt_bytes, fmt_cpu, fmt_time, note, table
 from euler_client.parse import ParseError, parse_labels
 
 
-@cli.group(invoke_without_command=True)
-@json_option
-@click.pass_context
-def nodes(ctx, as_json):
-    """Your nodes, plus the public pool summary (also: euler nodes token)."""
-    if ctx.invoked_subcommand is None:
-        ctx.invoke(nodes_list, as_json=as_json)
-
-
-@nodes.command("list")
+@click.command("list")
 @json_option
 @pass_state
 def nodes_list(state, as_json):
@@ -61,7 +52,7 @@ def nodes_list(state, as_json):
         table(["GPU MODEL", "TOTAL", "FREE"], [[m.get("model"), m.get("total"), m.get("free")] for m in models])
 
 
-@nodes.command("show")
+@click.command("show")
 @json_option
 @click.argument("node_id", type=int)
 @pass_state
@@ -70,7 +61,7 @@ def nodes_show(state, as_json, node_id):
     emit_json(state.client().nodes.get(node_id))
 
 
-@nodes.command("token")
+@click.command("token")
 @click.option("--trust", help="untrusted (default) or community; platform for staff.")
 @click.option("--region", help="Region given to the node.")
 @click.option("--label", "labels", multiple=True, metavar="K=V", help="Label given to the node (repeatable).")
@@ -93,3 +84,8 @@ def nodes_token(state, trust, region, labels, ttl, note_text, as_json):
     note("on the host (Docker engine, Python 3.11, a checkout of Euler), run:")
     command = f"EULER_CONTROL_PLANE_URL={shlex.quote(client.url)} EULER_ENROLLMENT_TOKEN={shlex.quote(token['token'])} ./euler-node"
     note(f"  {command}")
+
+
+nodes = NounGroup("nodes", "Your nodes and the public pool: list (the default), show, token.")
+for _command in (nodes_list, nodes_show, nodes_token):
+    nodes.add_command(_command)

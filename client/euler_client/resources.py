@@ -1,0 +1,149 @@
+"""`client.nodes`, `client.agents` (with the streamed gateway call and its server-sent events) and `client.keys`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from euler_client.answers import error_for
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    import httpx
+
+    from euler_client.client import Client
+
+
+class Nodes:
+    def __init__(self, client: Client):
+        self.c = client
+
+    def list(self) -> dict:
+        """{"own": [...the project's nodes...], "public_pool": {...summary...}}."""
+        return self.c.get("nodes")
+
+    def get(self, node_id: int) -> dict:
+        return self.c.get(f"nodes/{int(node_id)}")
+
+    def create_token(self, **fields) -> dict:
+        """A one-time enrollment token (`token` is shown once): trust, region, labels, label, ttl."""
+        return self.c.post("nodes/enrollment-tokens", {k: v for k, v in fields.items() if v is not None})
+
+    def tokens(self) -> list[dict]:
+        return self.c.pages("nodes/enrollment-tokens")
+
+    def revoke_token(self, token_id: int) -> None:
+        self.c.delete(f"nodes/enrollment-tokens/{int(token_id)}")
+
+
+class Agents:
+    def __init__(self, client: Client):
+        self.c = client
+
+    def list(self) -> list[dict]:
+        return self.c.pages("agents")
+
+    def get(self, name: str) -> dict:
+        return self.c.get(f"agents/{_quoted(name)}")
+
+    def create(self, body: dict | None = None, **fields) -> dict:
+        return self.c.post("agents", {**(body or {}), **fields})
+
+    def update(self, name: str, **fields) -> dict:
+        return self.c.patch(f"agents/{_quoted(name)}", fields)
+
+    def delete(self, name: str) -> None:
+        self.c.delete(f"agents/{_quoted(name)}")
+
+    def stats(self, name: str, window: str = "1h") -> dict:
+        return self.c.get(f"agents/{_quoted(name)}/stats", window=window)
+
+    def invoke(self, name: str, path: str = "", *, method: str = "POST", json_body: object = None,
+               content: bytes | str | None = None, headers: dict | None = None, timeout: float | None = None):  # fmt: skip
+        """Call the agent through the gateway; a context manager over the streamed httpx response.
+
+        with client.agents.invoke("chat", "v1/chat", json_body={...}) as r:
+            for event in sse_events(r): ...
+        """
+        url = f"agents/{_quoted(name)}/invoke/{path.lstrip('/')}"
+        kwargs: dict = {"headers": headers or {}}
+        if json_body is not None:
+            kwargs["json"] = json_body
+        elif content is not None:
+            kwargs["content"] = content
+        return _Invocation(self.c, method, url, kwargs, timeout)
+
+
+class _Invocation:
+    def __init__(self, client: Client, method: str, url: str, kwargs: dict, timeout: float | None):
+        self.client, self.method, self.url, self.kwargs = client, method, url, kwargs
+        self.timeout = timeout
+        self._cm = None
+
+    def __enter__(self) -> httpx.Response:
+        import httpx
+
+        http = self.client.http
+        timeout = httpx.Timeout(http.timeout.connect, read=self.timeout) if self.timeout else None
+        extra = {"timeout": timeout} if timeout else {"timeout": httpx.Timeout(30.0, read=None)}
+        self._cm = http.stream(self.method, self.url, **self.kwargs, **extra)
+        with self.client.reaching():
+            response = self._cm.__enter__()
+        if response.status_code >= 400 and _is_euler_error(response):
+            response.read()
+            self._cm.__exit__(None, None, None)
+            raise error_for(response)
+        return response
+
+    def __exit__(self, *exc) -> None:
+        if self._cm is not None:
+            self._cm.__exit__(*exc)
+
+
+def _is_euler_error(response: httpx.Response) -> bool:
+    """The gateway's own refusals carry `code`; an agent's own error answer is relayed as it is."""
+    return response.headers.get("content-type", "").startswith("application/json") and response.status_code in (
+        401, 403, 404, 429, 502, 503, 504,
+    )  # fmt: skip
+
+
+def sse_events(response: httpx.Response) -> Iterator[dict]:
+    """Server-sent events of a streamed response, one dict per event: {"event", "data", "id"}."""
+    event: dict = {}
+    data: list[str] = []
+    for line in response.iter_lines():
+        if not line:
+            if data or event:
+                yield {"event": event.get("event", "message"), "data": "\n".join(data), "id": event.get("id")}
+            event, data = {}, []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field in ("event", "id"):
+            event[field] = value
+    if data:
+        yield {"event": event.get("event", "message"), "data": "\n".join(data), "id": event.get("id")}
+
+
+class Keys:
+    def __init__(self, client: Client):
+        self.c = client
+
+    def list(self) -> list[dict]:
+        return self.c.pages("api-keys")
+
+    def create(self, label: str = "") -> dict:
+        """A new key; its secret (`key`) is in this answer only."""
+        return self.c.post("api-keys", {"label": label})
+
+    def revoke(self, key_id: int) -> None:
+        self.c.delete(f"api-keys/{int(key_id)}")
+
+
+def _quoted(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")

@@ -1,0 +1,190 @@
+"""What a scheduling pass reads from the database: node, job and project snapshots for the pure policy.
+
+Allocation is summed from active attempts here, never trusted from a counter; queued jobs come in the order
+that keeps fair share across batches (queued_order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count, F, Sum, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from jobs.models import Attempt, Job
+from jobs.scheduling import fairshare
+from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
+from jobs.states import ACTIVE, ATTEMPT_ACTIVE, JobState, Network
+
+
+def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
+    """Every node's static facts (nothing used yet), and the stored allocation counters, to refresh them."""
+    from nodes.models import Approval, Node
+
+    snaps, stored = [], {}
+    fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
+    fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
+    fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error", "allowed_images")
+    for row in Node.objects.values(*fields, "allocated_gpus"):
+        snaps.append(
+            NodeSnapshot(
+                id=row["id"],
+                name=row["name"],
+                region=row["region"],
+                labels=frozenset((str(k), str(v)) for k, v in (row["labels"] or {}).items()),
+                trust=row["trust"],
+                public_pool=row["public_pool"],
+                owner_project_id=row["owner_project_id"],
+                approved=row["approval"] == Approval.APPROVED,
+                online=row["online"],
+                draining=row["draining"],
+                cpu_milli=row["cpu_milli"],
+                memory_bytes=row["memory_bytes"],
+                disk_bytes=row["disk_bytes"],
+                gpu_uuids=tuple(g["uuid"] for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0))),
+                runs_networked=not row["job_egress_error"],  # its agent refuses networked jobs, saying why
+                image_patterns=tuple(row["allowed_images"] or ()),
+            )
+        )
+        stored[row["id"]] = (
+            row["allocated_cpu_milli"],
+            row["allocated_memory_bytes"],
+            sorted(row["allocated_gpus"] or []),
+            row["allocated_disk_bytes"],
+        )
+    return snaps, stored
+
+
+def with_usage(nodes: list[NodeSnapshot]) -> list[NodeSnapshot]:
+    """The nodes with what their active attempts hold now, summed from the attempts (never from a counter)."""
+    used = {
+        row["node_id"]: (row["cpu"] or 0, row["mem"] or 0, row["disk"] or 0)
+        for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, node__isnull=False)
+        .values("node_id")
+        .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"), disk=Sum("disk_bytes"))
+    }
+    gpus: dict[int, set[str]] = {}
+    for node_id, uuids in Attempt.objects.filter(
+        state__in=ATTEMPT_ACTIVE, node__isnull=False, job__gpu_count__gt=0
+    ).values_list("node_id", "gpu_uuids"):
+        gpus.setdefault(node_id, set()).update(uuids or [])
+    out = []
+    for node in nodes:
+        if node.id in used or node.id in gpus:
+            cpu, mem, disk = used.get(node.id, (0, 0, 0))
+            node = replace(
+                node,
+                used_cpu_milli=cpu,
+                used_memory_bytes=mem,
+                used_disk_bytes=disk,
+                used_gpus=frozenset(gpus.get(node.id, ())),
+            )
+        out.append(node)
+    return out
+
+
+def node_snapshots() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
+    base, stored = node_rows()
+    return with_usage(base), stored
+
+
+def job_snapshot(job: Job) -> JobSnapshot:
+    return JobSnapshot(
+        id=job.pk,
+        project_id=job.project_id,
+        cpu_milli=job.cpu_milli,
+        memory_bytes=job.memory_bytes,
+        gpu_count=job.gpu_count,
+        disk_bytes=job.disk_bytes,
+        queued_at=job.queued_at.timestamp(),
+        region=job.region,
+        node_selector=frozenset((str(k), str(v)) for k, v in (job.node_selector or {}).items()),
+        pool=job.pool,
+        min_trust=job.min_trust,
+        needs_secrets=job.has_env,
+        not_before=job.not_before.timestamp() if job.not_before else None,
+        priority=job.priority,
+        networked=job.network == Network.DEFAULT,
+        image=job.image,
+    )
+
+
+def project_limits(project_ids: set[int], *, now: datetime | None = None) -> dict[int, ProjectLimit]:
+    """Per project: running jobs against its concurrency cap, its fair-share weight, what its active attempts
+    hold, and (with EULER_FAIRSHARE_HALF_LIFE) its decayed recent usage from the ledger."""
+    from quotas.models import Project, Quota
+
+    active = dict(
+        Job.objects.filter(project_id__in=project_ids, state__in=ACTIVE)
+        .values("project_id")
+        .annotate(n=Count("id"))
+        .values_list("project_id", "n")
+    )
+    caps = dict(Quota.objects.filter(project_id__in=project_ids).values_list("project_id", "max_concurrent_jobs"))
+    weights = dict(Project.objects.filter(pk__in=project_ids).values_list("pk", "weight"))
+    held = {
+        row["job__project_id"]: (float(row["cpu"] or 0), float(row["mem"] or 0), float(row["gpus"] or 0))
+        for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, job__project_id__in=project_ids)
+        .values("job__project_id")
+        .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"), gpus=Sum("job__gpu_count"))
+    }
+    half_life = settings.EULER_FAIRSHARE_HALF_LIFE
+    recent = recent_usage(project_ids, now=now or timezone.now(), half_life=half_life) if half_life > 0 else {}
+    out = {}
+    for pid in project_ids:
+        holding = held.get(pid, (0.0, 0.0, 0.0))
+        past = recent.get(pid)
+        out[pid] = ProjectLimit(
+            active=active.get(pid, 0),
+            max_concurrent=caps.get(pid),
+            weight=weights.get(pid, 1.0),
+            held=holding,
+            recent=(past[0], 0.0, past[1]) if half_life > 0 else None,  # no memory in the ledger: see blended
+        )
+    return out
+
+
+def recent_usage(project_ids: set[int], *, now: datetime, half_life: float) -> dict[int, tuple[float, float]]:
+    """Per project, decayed CPU and GPU usage from the (daily) ledger as average holdings: (millicores, GPUs)."""
+    from quotas.models import Resource, UsageEntry
+
+    since = (now - timedelta(seconds=max(10 * half_life, 86400))).date()
+    amounts: dict[int, tuple[list, list]] = {pid: ([], []) for pid in project_ids}
+    rows = UsageEntry.objects.filter(
+        project_id__in=project_ids,
+        day__gte=since,
+        agent_name="",
+        resource__in=[Resource.CPU_CORE_SECONDS, Resource.GPU_SECONDS],
+    ).values_list("project_id", "day", "resource", "amount")
+    for pid, day, resource, amount in rows:
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+        when = start + min(86400.0, max(0.0, now.timestamp() - start)) / 2  # the middle of the day's part so far
+        amounts[pid][resource == Resource.GPU_SECONDS].append((when, amount))
+    t = now.timestamp()
+    return {
+        pid: (
+            1000 * fairshare.decayed_average(cpu, now=t, half_life=half_life),
+            fairshare.decayed_average(gpu, now=t, half_life=half_life),
+        )
+        for pid, (cpu, gpu) in amounts.items()
+    }
+
+
+def queued_order() -> list[int]:
+    """Every queued job's id, the projects' own queues (priority, then FIFO) interleaved: every project's first
+    job, then every project's second... so that each batch of a long queue holds every project's next jobs
+    and fair share holds across batches, not only within one."""
+    rank = Window(
+        RowNumber(),
+        partition_by=[F("project_id")],
+        order_by=[F("priority").desc(), F("queued_at").asc(), F("id").asc()],
+    )
+    return list(
+        Job.objects.filter(state=JobState.QUEUED)
+        .annotate(rank=rank)
+        .order_by("rank", "queued_at", "id")
+        .values_list("id", flat=True)
+    )
