@@ -53,6 +53,11 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
             ),
             Setting("`EULER_LOG_LEVEL`", "`INFO`", "root log level"),
             Setting("`EULER_CELERY_EAGER`", "`false`", "run Celery tasks inline (tests only)"),
+            Setting(
+                "`EULER_WORKER_MAX_MEMORY_MB`",
+                "`512`",
+                "a worker's pool process whose resident memory passes this many MiB is replaced after its current task (Celery's `worker_max_memory_per_child`)",
+            ),
             Setting("`OIDC_RP_CLIENT_ID`", "unset (OIDC off)", 'client id at the OIDC provider ("E时代通行证")'),
             Setting("`OIDC_RP_CLIENT_SECRET`", "unset", "client secret"),
             Setting("`OIDC_OP_AUTHORIZATION_ENDPOINT`", "unset", "provider authorization endpoint"),
@@ -97,7 +102,22 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
             Setting(
                 "`EULER_AUTH_FAILURES_PER_MINUTE`",
                 "`30`",
-                "failed API-key / enrollment-token / node-credential guesses per client address per minute before 429 (`0` disables)",
+                "failed API-key guesses per presented key prefix, and failed enrollment-token / node-credential / invitation guesses per client address, per minute before 429 (`0` disables); a valid key is never refused",
+            ),
+            Setting(
+                "`EULER_AUTH_FAILURES_PER_ADDRESS_PER_MINUTE`",
+                "`600`",
+                "failed API-key guesses per client address per minute before that address's failures answer 429",
+            ),
+            Setting(
+                "`EULER_LOGIN_FAILURES_PER_15_MINUTES`",
+                "`10`",
+                "failed password sign-ins per address and username in 15 minutes (10× that per address) before sign-in answers 429, audited as `login.throttled`",
+            ),
+            Setting(
+                "`EULER_TRUSTED_PROXIES`",
+                "empty",
+                "comma-separated CIDRs of reverse proxies whose `X-Forwarded-For` names the client (rightmost untrusted hop); from anyone else the header is ignored",
             ),
             Setting(
                 "`EULER_DB_POOL`",
@@ -240,6 +260,12 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "`10737418240` (10 GiB)",
                 "a job's `disk_bytes` when the submission does not say (at least 4 MiB)",
             ),
+            Setting("`EULER_MAX_LOG_BYTES`", "`10485760`", "log bytes kept per attempt, then one truncation marker"),
+            Setting(
+                "`EULER_ALLOWED_REGISTRIES`",
+                "empty",
+                "image registries jobs may name although the image policy refuses them (an IP address, `localhost`, a name resolving to a private address): `host` (any port) or `host:port`, comma-separated",
+            ),
         ),
     ),
     (
@@ -261,11 +287,6 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "`300`",
                 "seconds after an attempt ends before beat compacts its log chunks into one compressed row (readers see no difference)",
             ),
-            Setting(
-                "`EULER_MAX_LOG_BYTES`",
-                "`10485760`",
-                "log bytes kept per attempt (stored UTF-8), then one truncation marker; the agent stops reading once it is reached",
-            ),
         ),
     ),
     (
@@ -277,6 +298,16 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "CIDRs the SSRF guard lets through (isolated test networks only)",
             ),
             Setting("`EULER_AGENT_HEALTH_TICK`", "`2.0`", "seconds between beat runs that look for due health checks"),
+            Setting(
+                "`EULER_AGENT_HEALTH_DEADLINE`",
+                "`5.0`",
+                "seconds one health check may take in all (connect, headers and body); an agent's shorter `health_timeout_s` wins. At most 64 KiB of the answer is read (more fails the check). The due checks of a round run at once, so N slow upstreams cost one deadline",
+            ),
+            Setting(
+                "`EULER_AGENT_HEALTH_BATCH`",
+                "`500`",
+                "most instances checked in one round (one connection each); the others stay due for the next round",
+            ),
             Setting(
                 "`EULER_GATEWAY_MAX_CONNECTIONS` / `EULER_GATEWAY_MAX_KEEPALIVE`",
                 "`2048` / `512`",
@@ -310,6 +341,54 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
         ),
     ),
     (
+        "The compose stack (`docker-compose.yml`, see [deploy.md](deploy.md))",
+        (
+            Setting(
+                "`EULER_DOMAIN`",
+                "`localhost`",
+                "the name(s) Caddy serves (`euler.example.com`; comma-separated for several)",
+            ),
+            Setting(
+                "`EULER_TLS`",
+                "`internal`",
+                "`internal`: Caddy's own CA (a lab; nodes get its root with `EULER_CA_FILE`); an e-mail address: ACME certificates for a real domain",
+            ),
+            Setting(
+                "`EULER_HTTP_PORT` / `EULER_HTTPS_PORT`",
+                "`80` / `443`",
+                "host ports Caddy publishes (plain HTTP only redirects to HTTPS)",
+            ),
+            Setting("`EULER_IMAGE`", "`euler:latest`", "Euler's image (web, worker, beat, migrate, node)"),
+            Setting(
+                "`EULER_POSTGRES_IMAGE` / `EULER_REDIS_IMAGE` / `EULER_CADDY_IMAGE`",
+                "`postgres:15` / `redis:7` / `caddy:2`",
+                "the other images; offline: `euler-base/…` from `scripts/build-base-images.sh`",
+            ),
+            Setting("`POSTGRES_PASSWORD`", "`euler`", "the stack's database password"),
+            Setting("`EULER_WORKER_CONCURRENCY`", "`4`", "Celery pool processes per worker replica"),
+            Setting(
+                "`EULER_DOMAIN_ALIAS`",
+                "`euler.internal`",
+                "Caddy's name on the stack's `edge` network, where the `node` service reaches it",
+            ),
+            Setting(
+                "`EULER_NODE_CA_FILE`",
+                "Caddy's internal root (`/caddy/caddy/pki/authorities/local/root.crt`)",
+                "the `node` service's `EULER_CA_FILE`; empty for an ACME domain",
+            ),
+            Setting(
+                "`FORWARDED_ALLOW_IPS`",
+                "`*` in the stack (web is reachable only on its backend network)",
+                "uvicorn: addresses whose `X-Forwarded-For/-Proto` it trusts",
+            ),
+            Setting(
+                "`EULER_BASE_SUITE` / `EULER_BASE_MIRROR`",
+                "`bookworm` / the host's apt sources",
+                "`scripts/build-base-images.sh`: Debian suite and mirror of the offline base images",
+            ),
+        ),
+    ),
+    (
         "The node agent (`./euler-node`, on each host)",
         (
             Setting(
@@ -328,6 +407,11 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "`EULER_NODE_STATE_DIR`",
                 "`/var/lib/euler-node` (root) or `~/.euler-node`",
                 "where the credential (0600) and log spools live",
+            ),
+            Setting(
+                "`EULER_CA_FILE`",
+                "unset (the public CAs)",
+                "PEM file of the CA that signed the control plane's certificate (a lab's internal CA, e.g. Caddy's `tls internal`); the only CA trusted then; also `./euler-node --ca-file PATH`",
             ),
             Setting(
                 "`EULER_ALLOW_INSECURE_HTTP`",
@@ -362,6 +446,31 @@ SECTIONS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "`EULER_NODE_JOB_ALLOWED_NETWORKS`",
                 "empty",
                 "CIDRs jobs may reach besides the internet, comma-separated (`10.8.0.0/16,fd12::/64`)",
+            ),
+            Setting(
+                "`EULER_NODE_JOB_BLOCKED_NETWORKS`",
+                "empty",
+                "CIDRs jobs may never reach, besides the built-in private, CGNAT, link-local and ULA ranges; they win over `EULER_NODE_JOB_ALLOWED_NETWORKS`",
+            ),
+            Setting(
+                "`EULER_NODE_JOB_MAX_INODES`",
+                "`500000`",
+                "files, directories and links one job may create on the node (its writable layer and image volumes); past it the job ends `disk_limit`; `0`: no limit",
+            ),
+            Setting(
+                "`EULER_NODE_ALLOWED_IMAGES`",
+                "empty (every image)",
+                "the images this node runs, comma-separated: a registry (`ghcr.io`, `registry.lan:5000`), an image (`alpine`) or a pattern (`ghcr.io/org/*`); the scheduler places other jobs elsewhere; a registry named here may be on your own network",
+            ),
+            Setting(
+                "`EULER_NODE_LOCAL_IMAGES`",
+                "`false`",
+                "on a `community` node, let jobs run images already on the engine that Euler did not pull (your own images); platform and untrusted nodes always may",
+            ),
+            Setting(
+                "`EULER_NODE_IMAGE_CACHE_BYTES`",
+                "`21474836480` (20 GiB)",
+                "the images Euler pulled on this node are pruned, least recently used first, past this size; never an image a job's container uses, never your own images",
             ),
         ),
     ),
