@@ -30,7 +30,7 @@ def test_every_variable_the_code_reads_is_in_the_catalog():
     declared = " ".join(s.names for _, settings in SECTIONS for s in settings)
     missing = sorted(v for v in variables_read() if not re.search(rf"\b{v}\b", declared))
     assert not missing, (
-        f"add these to euler/catalog.py, then run `python -m euler.catalog > docs/configuration.md`: {missing}"
+        f"add these to euler/catalog.toml, then run `python -m euler.catalog > docs/configuration.md`: {missing}"
     )
 
 
