@@ -12,6 +12,7 @@ import logging
 import sys
 import threading
 from collections import defaultdict, deque
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +139,19 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+_gauges: list[Callable[[], list[str]]] = []
+
+
+def register_gauges(fn: Callable[[], list[str]]) -> Callable[[], list[str]]:
+    """An app's gauges (Prometheus text lines, computed at scrape time). Apps register in their AppConfig.ready:
+    the ground floor knows no app."""
+    if fn not in _gauges:
+        _gauges.append(fn)
+    return fn
+
+
 def render() -> str:
     """The Prometheus text exposition of every metric."""
-    from django.db.models import Count
-
     from euler.redis import client
 
     flush()
@@ -166,29 +176,12 @@ def render() -> str:
             lines.append(f"{name}_sum{lab} {_fmt(stored_h.get(f'{name}|sum|{lab}', 0))}")
             lines.append(f"{name}_count{lab} {_fmt(stored_h.get(f'{name}|+Inf|{lab}', 0))}")
 
-    # Gauges from the database, computed at scrape time.
-    try:
-        from jobs.models import Job
-
-        lines += ["# HELP euler_jobs Jobs by state", "# TYPE euler_jobs gauge"]
-        for row in Job.objects.values("state").annotate(n=Count("id")).order_by("state"):
-            lines.append(f'euler_jobs{{state="{row["state"]}"}} {row["n"]}')
-        queued = Job.objects.filter(state="queued").count()
-        lines += [
-            "# HELP euler_queue_depth Queued jobs",
-            "# TYPE euler_queue_depth gauge",
-            f"euler_queue_depth {queued}",
-        ]
-    except Exception as exc:  # noqa: BLE001 - a missing app or table must not break the scrape
-        log.debug("job gauges unavailable: %s", exc)
-    try:
-        from nodes.models import Node
-
-        online = Node.objects.filter(approval="approved", online=True).count()
-        lines += ["# HELP euler_nodes_online Approved nodes online", "# TYPE euler_nodes_online gauge"]
-        lines.append(f"euler_nodes_online {online}")
-    except Exception as exc:  # noqa: BLE001
-        log.debug("node gauges unavailable: %s", exc)
+    # Gauges from the database, computed at scrape time by the apps that hold the rows.
+    for gauges in _gauges:
+        try:
+            lines += gauges()
+        except Exception as exc:  # noqa: BLE001 - a missing app or table must not break the scrape
+            log.debug("gauges of %s unavailable: %s", getattr(gauges, "__module__", gauges), exc)
     return "\n".join(lines) + "\n"
 
 

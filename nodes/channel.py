@@ -154,7 +154,7 @@ class _Listener:
         return self.snapshot is not None and node_id not in self.snapshot and node_id not in self.woken
 
     async def _take_snapshot(self, epoch: int) -> None:
-        from nodes.node_api import asyncdb
+        from nodes import asyncdb
 
         try:
             busy = await asyncio.get_running_loop().run_in_executor(

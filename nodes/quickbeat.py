@@ -136,7 +136,7 @@ def heartbeat(*, raw: str | None, body: bytes, parse, loop) -> dict | None:
 
 def hooks_later(node, body: bytes, rfp: str, now: float) -> None:
     """The periodic run of the hooks for a node answered from memory, on the heartbeat threads."""
-    from nodes.node_api import asyncdb
+    from nodes import asyncdb
 
     asyncdb.beat_pool().submit(asyncdb._in_pool, beathooks.hooks_in_background, copy.copy(node), body, rfp, now)
 

@@ -81,7 +81,7 @@ class NodeAPIView(APIView):
 
     @classmethod
     def as_view(cls, **initkwargs):
-        from nodes.node_api.asyncdb import pooled_view
+        from nodes.asyncdb import pooled_view
 
         return pooled_view(super().as_view(**initkwargs))
 

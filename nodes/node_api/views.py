@@ -23,9 +23,9 @@ from euler import metrics, ratelimit
 from euler.errors import EulerError, InvalidInput, Unauthorized, json_error
 from nodeagent import protocol
 from nodes import channel, liveness, quickbeat, services, webload
+from nodes.asyncdb import run_db, run_light
 from nodes.auth import authenticate_node, bearer
 from nodes.models import Approval, Node
-from nodes.node_api.asyncdb import run_db, run_light
 from nodes.node_api.base import NodeAPIView, https_ok
 
 
