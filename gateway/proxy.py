@@ -18,9 +18,10 @@ from django.conf import settings
 from django.http import JsonResponse, StreamingHttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
+from redis.exceptions import RedisError
 
 from agents import ssrf
-from euler.errors import EulerError, InvalidInput, NotFound, QuotaExceeded
+from euler.errors import EulerError, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from gateway import auth, limits, quota, recorder, routes, safety
 from gateway.asgi import BODY_TOO_LARGE
 from gateway.client import upstream_client
@@ -63,7 +64,7 @@ def _error(exc: EulerError, request_id: str | None = None) -> JsonResponse:
     response = JsonResponse(exc.as_dict(), status=exc.status_code)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = safety.CSP
-    if exc.status_code == 429 and exc.extra.get("retry_after") is not None:
+    if exc.status_code in (429, 503) and exc.extra.get("retry_after") is not None:
         response["Retry-After"] = str(exc.extra["retry_after"])
     if request_id:
         response["X-Request-ID"] = request_id
@@ -169,7 +170,14 @@ async def invoke(request, name: str, path: str = ""):
                 code="too_many_concurrent_calls",
                 extra={"retry_after": 1, "limit": cap},
             )
-        allowed, retry_after = await _awaited(quota.check_and_count(project_id, name))
+        try:
+            allowed, retry_after = await _awaited(quota.check_and_count(project_id, name))
+        except RedisError as exc:  # the invocation counter cannot be kept: refuse, never 500
+            raise Unavailable(
+                "The gateway cannot count this call right now (Redis unreachable); try again shortly.",
+                code="counter_unavailable",
+                extra={"retry_after": 1},
+            ) from exc
         if not allowed:
             raise QuotaExceeded(
                 "The project has used its invocations for this period.", extra={"retry_after": retry_after}

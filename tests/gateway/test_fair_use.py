@@ -223,3 +223,22 @@ def test_a_held_stream_keeps_its_lease_while_it_flows(project, upstreams, call):
     reader.join(30)
     assert seen == ["text/event-stream", 1, 5]
     assert wait_for(lambda: in_flight(project.pk) == 0)
+
+
+def test_an_unreachable_invocation_counter_answers_503_with_a_code_never_500(project, upstreams, call, monkeypatch):
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from gateway import quota
+
+    async def unreachable(project_id, agent_name=""):
+        raise RedisConnectionError("No connection available.")
+
+    monkeypatch.setattr(quota, "check_and_count", unreachable)
+    up = upstreams("a")
+    register(project, "counted", up.url)
+    response = call.get("/api/v1/agents/counted/invoke/echo")
+    assert response.status_code == 503
+    assert response.json()["code"] == "counter_unavailable"
+    assert response.headers["retry-after"] == "1"
+    assert up.hits == 0
+    assert wait_for(lambda: in_flight(project.pk) == 0)  # its concurrency lease was given back
