@@ -3,9 +3,6 @@ lender's allowed images, with a pending reason); the node's patterns reach the s
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
 from jobs.models import Job
@@ -13,31 +10,12 @@ from jobs.scheduling import cycle, policy
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot
 from nodeagent import imageref, protocol
 from nodes.policy import resource_fields
+from tests.nodeagent.test_images import Listener
 
 from .conftest import seed_body
 
 GIB = 1024**3
 IMAGE_REASON = "do not allow the job's image (their lenders' EULER_NODE_ALLOWED_IMAGES)"
-
-
-class Listener:
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
 
 
 @pytest.fixture

@@ -14,12 +14,11 @@ import pytest
 from docker import errors as derrors
 
 from nodeagent import imageref, images
-from nodeagent.docker_runner import DockerRunner, RunnerError
-from nodeagent.executor import Executor
+from nodeagent.docker_runner import RunnerError
 from nodeagent.images import ImageStore
 from nodeagent.offer import ImagePolicy
 
-from .test_executor import FakeControlPlane, assignment, wait_for
+from .test_executor import FakeControlPlane, assignment, make_executor, node, plane, wait_for  # noqa: F401, F811
 
 pytestmark = pytest.mark.docker
 
@@ -59,34 +58,6 @@ def listener():
     found.close()
 
 
-@pytest.fixture
-def node(docker_engine):
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    yield name
-    runner = DockerRunner()
-    for c in runner.list_managed(node_name=name):
-        runner.remove(c.container_id)
-
-
-@pytest.fixture
-def plane():
-    return FakeControlPlane()
-
-
-@pytest.fixture
-def make_executor(node, plane, tmp_path):
-    made = []
-
-    def make(**kw):
-        ex = Executor(client=plane, node_name=node, state_dir=tmp_path / "state", stop_grace=1, **kw)
-        made.append(ex)
-        return ex
-
-    yield make
-    for ex in made:
-        ex.close()
-
-
 def test_the_engine_would_connect_to_a_loopback_registry_without_the_policy(docker_engine, listener):
     """The control for the test below: the engine does dial a loopback registry when asked to pull from it."""
     with pytest.raises(derrors.APIError):
@@ -94,7 +65,7 @@ def test_the_engine_would_connect_to_a_loopback_registry_without_the_policy(dock
     assert listener.accepted >= 1
 
 
-def test_a_reference_that_reaches_the_agent_directly_makes_no_connection(make_executor, plane, listener, monkeypatch):
+def test_a_reference_that_reaches_the_agent_directly_makes_no_connection(make_executor, plane, listener, monkeypatch):  # noqa: F811
     monkeypatch.setattr(imageref, "resolver", lambda host: {"registry.example": ["127.0.0.1"]}[host])
     ex = make_executor(images=ImagePolicy())
     refs = [
@@ -130,7 +101,7 @@ def test_the_lenders_allowed_images_are_enforced_on_the_node(docker_engine, tmp_
     assert err.value.message == images.REFUSED.format(why=images.NOT_ALLOWED)
 
 
-def test_on_a_community_node_a_local_image_euler_did_not_pull_does_not_run(make_executor, plane):
+def test_on_a_community_node_a_local_image_euler_did_not_pull_does_not_run(make_executor, plane):  # noqa: F811
     ex = make_executor(images=ImagePolicy())
     ex.handle_assignment(assignment(11, ["echo", "hi"], node_trust="community"))
     ended = wait_for(lambda: plane.ended(11), "the ended report")
@@ -139,7 +110,7 @@ def test_on_a_community_node_a_local_image_euler_did_not_pull_does_not_run(make_
     assert wait_for(lambda: plane.ended(12), "the ended report")["reason"] == "exited"
 
 
-def test_a_community_node_runs_local_images_when_its_lender_allows_or_euler_pulled_them(make_executor, plane):
+def test_a_community_node_runs_local_images_when_its_lender_allows_or_euler_pulled_them(make_executor, plane):  # noqa: F811
     ex = make_executor(images=ImagePolicy(local_images=True))
     ex.handle_assignment(assignment(21, ["echo", "hi"], node_trust="community"))
     assert wait_for(lambda: plane.ended(21), "the ended report")["reason"] == "exited"
