@@ -20,6 +20,19 @@ PATH_HEARTBEAT = "heartbeat"
 PATH_POLL = "poll"  # POST; long-poll held up to POLL_WAIT_SECONDS, answered at once when work arrives
 PATH_ATTEMPT_REPORT = "attempts/{attempt_id}/report"
 PATH_ATTEMPT_LOGS = "attempts/{attempt_id}/logs"
+# Outputs (issue 24). The agent collects an ended container's declared paths into its spool, POSTs the manifest
+# (OutputManifest) to PATH_ATTEMPT_OUTPUTS and gets an OutputsPlan: per accepted file either "chunks" (PUT raw bytes
+# to PATH_ATTEMPT_OUTPUT_FILE with `Content-Range: bytes START-END/SIZE`, at most MAX_OUTPUT_CHUNK_BYTES each,
+# answered OutputFileReply; a GET of the same path answers the offset the server holds, to resume) or "put" (one
+# PUT of the whole file to a presigned object-store URL with the given headers, then a POST to
+# PATH_ATTEMPT_OUTPUT_DONE). The server verifies each file's sha256 before it marks it complete. All of this
+# happens before the attempt's `ended` report, which says how the outputs went (`AttemptReport.outputs`).
+PATH_ATTEMPT_OUTPUTS = "attempts/{attempt_id}/outputs"
+PATH_ATTEMPT_OUTPUT_FILE = "attempts/{attempt_id}/outputs/{file_id}"
+PATH_ATTEMPT_OUTPUT_DONE = "attempts/{attempt_id}/outputs/{file_id}/done"
+# Inputs: a GET, node-authenticated, allowed only to the node that holds an attempt whose job declared the output
+# in `inputs_from` (an InputFile's `url` is this path, absolute, or a presigned object-store GET).
+PATH_INPUT_FILE = "attempts/{attempt_id}/inputs/{output_id}"
 
 POLL_WAIT_SECONDS = 25  # the long-poll's wait until a heartbeat reply says otherwise (`poll_wait`)
 POLL_WAIT_MAX_SECONDS = 300  # the longest wait a poll may ask for (and a server may tell)
@@ -29,6 +42,12 @@ MAX_LOG_BATCH_CHUNKS = 64
 # the server's log route accepts exactly this much. One chunk always fits: 64 KiB of control characters,
 # each escaped as `\u00XX`, encode to 384 KiB.
 MAX_LOG_REQUEST_BYTES = 4 * 1024 * 1024
+# Outputs: the largest body of one chunk PUT (the agent's chunk size and the server's accepted body are this);
+# the most files and skipped entries one manifest lists; the longest relative path.
+MAX_OUTPUT_CHUNK_BYTES = 8 * 1024 * 1024
+MAX_OUTPUT_FILES = 10_000
+MAX_OUTPUT_SKIPPED_LISTED = 1_000
+MAX_OUTPUT_PATH_CHARS = 1024
 
 # Container labels the agent sets, used to adopt containers after a restart and to reap strays.
 LABEL_MANAGED = "euler.managed"
@@ -137,6 +156,28 @@ class HeartbeatReply(Lenient):
 
 
 # --- work -----------------------------------------------------------------------------------
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+ContainerPath = Annotated[str, StringConstraints(min_length=2, max_length=MAX_OUTPUT_PATH_CHARS, pattern=r"^/")]
+
+
+class OutputSpec(Lenient):
+    """What to collect when the container ends: absolute paths in the container (files or directories)."""
+
+    paths: list[ContainerPath] = Field(default_factory=list, max_length=32)
+    max_bytes: int = Field(ge=0)  # the job's cap on all its outputs together (never above the node's spool cap)
+
+
+class InputFile(Lenient):
+    """One file to place in the container before its command starts (created, not yet started: put_archive)."""
+
+    output_id: int
+    url: str  # absolute: the server's PATH_INPUT_FILE (send the node credential) or a presigned GET (send none)
+    authenticated: bool = True
+    sha256: Sha256Hex
+    size: int = Field(ge=0)
+    to: ContainerPath  # the file's full path in the container
+
+
 class Assignment(Lenient):
     attempt_id: int
     job_id: int
@@ -155,6 +196,8 @@ class Assignment(Lenient):
     # The node's trust level: on a `community` node an image that this agent did not pull for a job is not run
     # (unless its lender allows local images). "" from older servers: not community.
     node_trust: Annotated[str, StringConstraints(max_length=16)] = ""
+    outputs: OutputSpec | None = None  # None: the job declared no outputs
+    inputs: list[InputFile] = Field(default_factory=list)
 
 
 class PollRequest(Strict):
@@ -177,6 +220,11 @@ class AttemptReport(Strict):
     reason: ExitReason | None = None  # for `ended`: why; `exited` means a plain exit with exit_code
     message: Annotated[str, StringConstraints(max_length=2000)] = ""
     container_id: Annotated[str, StringConstraints(max_length=128)] = ""
+    # For `ended`, when the job declared outputs: "complete" (every declared file stored), "truncated" (some kept,
+    # the rest refused or over a cap: the reasons are in the manifest's `skipped`), "failed" (collection or upload
+    # failed: `outputs_message` says why). "": no outputs declared.
+    outputs: Literal["", "complete", "truncated", "failed"] = ""
+    outputs_message: Annotated[str, StringConstraints(max_length=2000)] = ""
 
 
 class ReportReply(Lenient):
@@ -214,3 +262,48 @@ class LogReply(Lenient):
     duplicates: int = 0
     last_seq: int | None = None
     capped: bool = False  # the attempt's log reached EULER_MAX_LOG_BYTES (marker stored): send no more
+
+
+# --- outputs (issue 24) ------------------------------------------------------------------------
+OutputPath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_OUTPUT_PATH_CHARS)]
+
+
+class OutputFile(Strict):
+    # '/'-separated, relative, valid UTF-8, no '.', '..' or empty parts: the declared path's last part first
+    # (`/out/logs/a.txt` declared as `/out` is `out/logs/a.txt`; declared as `/out/logs` it is `logs/a.txt`).
+    path: OutputPath
+    size: int = Field(ge=0)
+    sha256: Sha256Hex
+
+
+class OutputSkip(Strict):
+    path: Annotated[str, StringConstraints(max_length=MAX_OUTPUT_PATH_CHARS)]  # printable form of the name
+    # symlink | device | special | not_utf8 | bad_name | too_many_files | job_cap | spool_cap | quota | missing
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+    message: Annotated[str, StringConstraints(max_length=500)] = ""
+
+
+class OutputManifest(Strict):
+    files: list[OutputFile] = Field(default_factory=list, max_length=MAX_OUTPUT_FILES)
+    skipped: list[OutputSkip] = Field(default_factory=list, max_length=MAX_OUTPUT_SKIPPED_LISTED)
+    skipped_total: int = Field(default=0, ge=0)  # all skipped entries, listed or not
+    error: Annotated[str, StringConstraints(max_length=2000)] = ""  # collection failed as a whole (files is then [])
+
+
+class OutputUpload(Lenient):
+    file_id: int
+    path: str
+    method: Literal["chunks", "put"]
+    url: str = ""  # "put": the presigned URL; "chunks": "" (use PATH_ATTEMPT_OUTPUT_FILE)
+    headers: dict[str, str] = Field(default_factory=dict)  # "put": send exactly these
+    offset: int = 0  # "chunks": bytes the server already holds (resume from here)
+
+
+class OutputsPlan(Lenient):
+    uploads: list[OutputUpload] = Field(default_factory=list)
+    refused: list[OutputSkip] = Field(default_factory=list)  # not taken (e.g. the project's quota): not sent
+
+
+class OutputFileReply(Lenient):
+    offset: int  # bytes the server now holds
+    complete: bool = False  # all bytes received and the sha256 verified
