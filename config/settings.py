@@ -86,9 +86,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "euler.urls"
-ASGI_APPLICATION = "euler.asgi.application"
-WSGI_APPLICATION = "euler.wsgi.application"
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -199,12 +199,12 @@ REST_FRAMEWORK = {
         "quotas.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["euler.api.HasProject"],
+    "DEFAULT_PERMISSION_CLASSES": ["quotas.api.base.HasProject"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "euler.errors.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "euler.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "quotas.api.base.Pagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -227,7 +227,7 @@ SPECTACULAR_SETTINGS = {
         }
     },
     "SECURITY": [{"ApiKey": []}],
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "euler.api.error_responses"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "quotas.api.base.error_responses"],
     "PATH_CONVERTER_OVERRIDES": {"id": ID_PATH_SCHEMA},
 }
 

@@ -81,7 +81,7 @@ def test_every_periodic_task_is_single_flight_and_its_beat_messages_expire(app, 
 
 
 def test_make_up_and_the_harness_start_a_worker_for_the_control_queue_alone():
-    from euler.up import worker_commands
+    from config.up import worker_commands
 
     commands = dict(worker_commands("python"))
     queues = {name: argv[argv.index("-Q") + 1].split(",") for name, argv in commands.items()}
