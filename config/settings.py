@@ -273,7 +273,7 @@ for _conf in (_nodes_conf, _jobs_conf, _agents_conf, _gateway_conf):
             globals()[_name] = getattr(_conf, _name)
     CELERY_BEAT_SCHEDULE.update(_conf.BEAT_SCHEDULE)
 
-# --- retention and log compaction (euler/retention.py, jobs/logstore.py) ---------------------------
+# --- retention and log compaction (euler/retention.py and each app's retention.py, jobs/logstore.py) ---------------------------
 # Ended jobs (attempts, events, logs) and node events older than this many days are removed; 0 keeps them.
 EULER_JOB_RETENTION_DAYS = env_int("EULER_JOB_RETENTION_DAYS", 30, minimum=0)
 # Audit events older than this many days are removed; 0 keeps them.
@@ -283,7 +283,7 @@ EULER_RETENTION_BATCH = env_int("EULER_RETENTION_BATCH", 500, minimum=1, maximum
 # An ended attempt's log chunks are compacted into one compressed row this many seconds after it ended.
 EULER_LOG_COMPACT_AFTER = env_int("EULER_LOG_COMPACT_AFTER", 300, minimum=0)
 CELERY_BEAT_SCHEDULE["euler-purge-expired"] = {"task": "euler.tasks.purge_expired", "schedule": 3600.0}
-CELERY_BEAT_SCHEDULE["euler-compact-logs"] = {"task": "euler.tasks.compact_logs", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["euler-compact-logs"] = {"task": "jobs.tasks.compact_logs", "schedule": 60.0}
 
 # --- where tasks run and how long they may take (euler/taskpolicy.py, euler/celerytask.py) ----------------
 from kombu import Exchange as _Exchange  # noqa: E402
