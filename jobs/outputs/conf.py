@@ -56,7 +56,11 @@ if EULER_OUTPUTS_BUCKET:
 else:
     EULER_OUTPUTS_STORAGE = {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(EULER_OUTPUTS_DIR), "file_permissions_mode": 0o600, "directory_permissions_mode": 0o700},
+        "OPTIONS": {
+            "location": str(EULER_OUTPUTS_DIR),
+            "file_permissions_mode": 0o600,
+            "directory_permissions_mode": 0o700,
+        },
     }
 
 BEAT_SCHEDULE: dict = {

@@ -110,13 +110,11 @@ def presigned_get(key: str, *, filename: str | None = None) -> str:
 
 
 def bucket_check(key: str, *, size: int, sha256: str) -> str:
-    """"" when the stored object is the file the manifest described, else why not."""
+    """ "" when the stored object is the file the manifest described, else why not."""
     from botocore.exceptions import ClientError
 
     try:
-        head = _client().head_object(
-            Bucket=settings.EULER_OUTPUTS_BUCKET, Key=_object_key(key), ChecksumMode="ENABLED"
-        )
+        head = _client().head_object(Bucket=settings.EULER_OUTPUTS_BUCKET, Key=_object_key(key), ChecksumMode="ENABLED")
     except ClientError:
         return "the object is not in the bucket"
     if head.get("ContentLength") != size:
