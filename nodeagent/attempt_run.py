@@ -20,6 +20,7 @@ from nodeagent.logship import (
     engine_entry_bytes_at_most,
     engine_log_never_rotated,
 )
+from nodeagent.outputs import hooks as outputs
 
 LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit"}
@@ -165,6 +166,7 @@ class AttemptRun:
             self._end(reason="start_failed", exit_code=None, message=refused)
             return False
         self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
+        outputs.remember(self)
         try:
             self.ex.ensure_image(a)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
@@ -176,7 +178,7 @@ class AttemptRun:
                 **self.ex.container_options(a),
             )
             # Attached before the start: the job's output is read from the first byte, with backpressure.
-            cid, self._attach = runner.create_attach_and_start(kwargs)
+            cid, self._attach = runner.create_attach_and_start(kwargs, before_start=outputs.before_start(self))
             self._stream = self._attach  # from here on close_reader (agent closing) releases it
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
@@ -246,7 +248,9 @@ class AttemptRun:
             raise Stale("stale_attempt")
         if exit_.vanished:
             self.ex.log.warning("attempt %s: %s", self.attempt_id, exit_.message)
-            self._end(reason="lost", exit_code=None, message=exit_.message)
+            self._end(
+                reason="lost", exit_code=None, message=exit_.message, fields=outputs.not_collected(self, outputs.GONE)
+            )
             with contextlib.suppress(Exception):  # after an engine restart it is still there, exited
                 runner.remove(cid)
             return
@@ -259,8 +263,16 @@ class AttemptRun:
             reason = "start_failed"  # the init could not exec the command: as Docker says without an init
         else:
             reason = "exited"
-        self._end(reason=reason, exit_code=self.exit_code, message=message or self.stop_message)
+        fields = self._outputs(cid)
+        self._end(reason=reason, exit_code=self.exit_code, message=message or self.stop_message, fields=fields)
         runner.remove(cid)
+
+    def _outputs(self, cid: str) -> dict:
+        """Collect and upload the declared outputs (nodeagent/outputs/) before the `ended` report."""
+        try:
+            return outputs.collect_and_upload(self, cid)
+        except outputs.Interrupted:
+            raise _Closing from None
 
     def _init_exec_failure(self, cid: str) -> str:
         """Docker's init (tini) reports a command it cannot exec on stderr and exits 126/127: its message."""
@@ -511,8 +523,9 @@ class AttemptRun:
                 raise Stale("stop")
             return reply
 
-    def _end(self, *, reason: str, exit_code: int | None, message: str = "") -> None:
+    def _end(self, *, reason: str, exit_code: int | None, message: str = "", fields: dict | None = None) -> None:
         body = {"state": "ended", "reason": reason, "exit_code": exit_code, "message": message[:2000]}
+        body.update(fields if fields is not None else outputs.not_collected(self))  # the outputs' fields
         if self.record.get("container_id"):
             body["container_id"] = self.record["container_id"][:128]
         with contextlib.suppress(Stale):

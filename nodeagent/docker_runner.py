@@ -200,12 +200,15 @@ class DockerRunner:
         """Create (or find, when a container of that name already exists) and start; returns the id."""
         return self.create_attach_and_start(kwargs, attach=False)[0]
 
-    def create_attach_and_start(self, kwargs: dict, *, attach: bool = True) -> tuple[str, AttachStream | None]:
+    def create_attach_and_start(
+        self, kwargs: dict, *, attach: bool = True, before_start=None
+    ) -> tuple[str, AttachStream | None]:
         """Create (or find, when a container of that name already exists), attach, start: (id, attach stream).
 
         The attach is made before `start`, so it holds the job's output from the first byte. A container found
         already started (an agent that died mid-start) gets no attach: None, its log is read from the engine.
         The low-level calls skip the inspect that docker-py's high-level create makes (tens of ms).
+        `before_start(id)` runs on the created container (the job's inputs); a RunnerError from it removes it.
         """
         api = self.client.api
         create = {k: v for k, v in kwargs.items() if k != "detach"}
@@ -222,6 +225,12 @@ class DockerRunner:
             cid, started = existing["Id"], existing["State"]["Status"] != "created"
         if started:
             return cid, None
+        if before_start is not None:
+            try:
+                before_start(cid)
+            except RunnerError:
+                self.remove(cid)
+                raise
         stream = None
         if attach:
             try:

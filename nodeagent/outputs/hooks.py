@@ -1,0 +1,75 @@
+"""What an attempt's run calls: inputs between create and start, outputs between the exit and the `ended` report."""
+
+from __future__ import annotations
+
+from nodeagent import protocol
+from nodeagent.docker_runner import RunnerError
+from nodeagent.outputs.collect import collect
+from nodeagent.outputs.inputs import InputFailed, place_inputs
+from nodeagent.outputs.upload import Interrupted, Uploader
+
+NOT_RUN = "the job's container did not run to an end here: nothing was collected"
+GONE = "the container was gone when the job ended: nothing was collected"
+
+__all__ = ["GONE", "NOT_RUN", "Interrupted", "before_start", "collect_and_upload", "declared", "not_collected"]
+
+
+def declared(run) -> protocol.OutputSpec | None:
+    """The attempt's OutputSpec: from its assignment, or after an agent restart from its record."""
+    if run.assignment is not None:
+        return run.assignment.outputs
+    raw = run.record.get("outputs")
+    return protocol.OutputSpec.model_validate(raw) if raw else None
+
+
+def remember(run) -> None:
+    """Keep the OutputSpec in the attempt's record, so that a restarted agent still collects."""
+    spec = run.assignment.outputs
+    run.record["outputs"] = spec.model_dump() if spec is not None else None
+
+
+def before_start(run):
+    """The callback the runner calls on the created container before starting it; None without inputs."""
+    inputs = run.assignment.inputs
+    if not inputs:
+        return None
+
+    def place(container_id: str) -> None:
+        spool = run.ex.outputs.attempt(run.attempt_id)
+        try:
+            place_inputs(run.ex.client, run.ex.runner.client.api, container_id, inputs, spool)
+        except InputFailed as exc:
+            raise RunnerError("start_failed", str(exc)) from None
+        finally:
+            spool.remove()
+
+    return place
+
+
+def collect_and_upload(run, container_id: str) -> dict:
+    """Collect the stopped container's outputs, upload them: the `ended` report's outputs fields ({} if none).
+
+    Raises Interrupted when the agent closes meanwhile, Stale when the attempt was fenced.
+    """
+    spec = declared(run)
+    if spec is None:
+        return {}
+    spool = run.ex.outputs.attempt(run.attempt_id)
+    cap = min(spec.max_bytes, run.ex.outputs.budget.cap)
+    try:
+        collected = collect(run.ex.runner.client.api, container_id, spec.model_copy(update={"max_bytes": cap}), spool)
+        uploader = Uploader(run.ex.client, run.attempt_id, spool, closing=run.ex.closing)
+        outputs, message = uploader.run(collected)
+    finally:
+        spool.remove()
+    run.ex.log.info("attempt %s outputs: %s (%s)", run.attempt_id, outputs, message)
+    return {"outputs": outputs, "outputs_message": message[:2000]}
+
+
+def not_collected(run, why: str = NOT_RUN) -> dict:
+    """The outputs fields of an attempt that ended without a container to collect from."""
+    try:
+        spec = declared(run)
+    except ValueError:
+        spec = None
+    return {"outputs": "failed", "outputs_message": why} if spec is not None else {}
