@@ -83,11 +83,20 @@ def _collect_path(api, cid, path, spool, tally, names, deadline) -> None:
         tally.skip(path, exc.reason, exc.message)
         return
     try:
-        res = api._get(api._url("/containers/{0}/archive", cid), params={"path": path}, stream=True)
+        # Plain tar, never gzip: the bounds below count the bytes tarfile parses, not what they inflate from.
+        res = api._get(
+            api._url("/containers/{0}/archive", cid),
+            params={"path": path},
+            headers={"Accept-Encoding": "identity"},
+            stream=True,
+        )
         api._raise_for_status(res)
     except derrors.NotFound:
         tally.skip(path, rules.MISSING, "no such file or directory in the container")
         return
+    if res.headers.get("Content-Encoding", "identity") != "identity":
+        res.close()
+        raise tarfile.ReadError(f"the engine sent the archive {res.headers['Content-Encoding']}-encoded")
     budget = max(0, tally.job_cap - tally.kept_bytes) + READ_SLACK_BYTES
     stream = BoundedStream(res.raw, budget=budget, deadline=deadline)
     try:
@@ -98,11 +107,13 @@ def _collect_path(api, cid, path, spool, tally, names, deadline) -> None:
                     break
                 tar.members.clear()  # stream mode keeps every header it read: a million would fill memory
                 if not _member(tar, member, base, spool, tally, names, stream):
-                    tally.skip(path, tally.skipped[-1].reason if tally.skipped else rules.JOB_CAP, _STOPPED)
+                    tally.skip(
+                        path, tally.skipped[-1].reason if tally.skipped else rules.JOB_CAP, _STOPPED, listed=True
+                    )
                     break
     except ReadLimit as exc:
         last = tally.skipped[-1].reason if tally.skipped else rules.JOB_CAP
-        tally.skip(path, last, f"{_STOPPED}: {exc}")
+        tally.skip(path, last, f"{_STOPPED}: {exc}", listed=True)
     finally:
         with contextlib.suppress(Exception):
             res.close()

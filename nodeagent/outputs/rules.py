@@ -103,10 +103,14 @@ class Tally:
     skipped: list[protocol.OutputSkip] = field(default_factory=list)
     skipped_total: int = 0
 
-    def skip(self, path: str, reason: str, message: str = "") -> None:
+    def skip(self, path: str, reason: str, message: str = "", *, listed: bool = False) -> None:
+        """Count a skipped entry; list it while the list has room (`listed`: always, in the last place)."""
         self.skipped_total += 1
+        entry = protocol.OutputSkip(path=printable(path), reason=reason, message=message[:500])
         if len(self.skipped) < protocol.MAX_OUTPUT_SKIPPED_LISTED:
-            self.skipped.append(protocol.OutputSkip(path=printable(path), reason=reason, message=message[:500]))
+            self.skipped.append(entry)
+        elif listed:
+            self.skipped[-1] = entry
 
     def refuse_file(self, size: int) -> tuple[str, str] | None:
         """(reason, message) when one more file of `size` bytes may not be kept; None when it may."""
