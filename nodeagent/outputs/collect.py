@@ -70,7 +70,7 @@ def collect(
     try:
         for path in spec.paths:
             _collect_path(api, container_id, path, spool, tally, names, deadline)
-    except (derrors.APIError, OSError, tarfile.TarError) as exc:
+    except Exception as exc:  # noqa: BLE001 - the engine, its stream or the disk: the manifest says why
         spool.remove()
         return Collected(tally.manifest(error=f"collecting the outputs failed: {exc}"))
     return Collected(tally.manifest(), names)

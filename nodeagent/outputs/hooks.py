@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nodeagent import protocol
 from nodeagent.docker_runner import RunnerError
+from nodeagent.logship import Stale
 from nodeagent.outputs.collect import collect
 from nodeagent.outputs.inputs import InputFailed, place_inputs
 from nodeagent.outputs.upload import Interrupted, Uploader
@@ -60,6 +61,11 @@ def collect_and_upload(run, container_id: str) -> dict:
         collected = collect(run.ex.runner.client.api, container_id, spec.model_copy(update={"max_bytes": cap}), spool)
         uploader = Uploader(run.ex.client, run.attempt_id, spool, closing=run.ex.closing)
         outputs, message = uploader.run(collected)
+    except (Interrupted, Stale):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the attempt still ends, saying why its outputs did not
+        run.ex.log.exception("attempt %s: outputs failed", run.attempt_id)
+        outputs, message = "failed", f"collecting or uploading the outputs failed: {exc}"
     finally:
         spool.remove()
     run.ex.log.info("attempt %s outputs: %s (%s)", run.attempt_id, outputs, message)

@@ -35,12 +35,24 @@ def node(docker_engine):
 
 
 @pytest.fixture
-def executor(plane, node, tmp_path):
-    client = ControlPlaneClient(plane.url, credential=CREDENTIAL)
-    ex = Executor(client=client, node_name=node, state_dir=tmp_path / "state", stop_grace=1)
-    yield ex
-    ex.close()
-    client.close()
+def make_executor(plane, node, tmp_path):
+    made = []
+
+    def make():
+        client = ControlPlaneClient(plane.url, credential=CREDENTIAL)
+        ex = Executor(client=client, node_name=node, state_dir=tmp_path / "state", stop_grace=1)
+        made.append((ex, client))
+        return ex
+
+    yield make
+    for ex, client in made:
+        ex.close()
+        client.close()
+
+
+@pytest.fixture
+def executor(make_executor):
+    return make_executor()
 
 
 def outputs(paths=("/out",), max_bytes=100 * 1024 * 1024) -> dict:
@@ -130,3 +142,20 @@ def test_an_input_of_another_size_is_refused(executor, plane):
     executor.handle_assignment(assignment(9, ["true"], inputs=[item]))
     ended = wait_for(lambda: plane.ended(9), "the ended report", timeout=120)
     assert ended["reason"] == "start_failed" and "declared 4" in ended["message"]
+
+
+def test_a_restarted_agent_collects_the_outputs_of_the_container_it_adopts(make_executor, plane, tmp_path):
+    first = make_executor()
+    script = "mkdir /out && sleep 2 && echo finished-while-the-agent-was-down > /out/result"
+    first.handle_assignment(assignment(10, ["sh", "-c", script], **outputs()))
+    wait_for(lambda: plane.reports.get(10), "the running report")
+    first.close()
+    leftover = tmp_path / "state" / "outputs" / "99"
+    leftover.mkdir()
+    (leftover / "f000001").write_bytes(b"an earlier agent's spool")
+    second = make_executor()
+    assert not leftover.exists()  # an attempt this agent does not hold: its spool is gone at start
+    second.adopt()
+    ended = wait_for(lambda: plane.ended(10), "the ended report", timeout=120)
+    assert ended["outputs"] == "complete"
+    assert bytes(plane.stored(10)["out/result"]["data"]) == b"finished-while-the-agent-was-down\n"
