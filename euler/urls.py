@@ -14,6 +14,7 @@ api_v1 = [
     path("", include("nodes.api.urls")),
     path("", include("jobs.api.urls")),
     path("", include("jobs.api.logs_urls")),
+    path("", include("jobs.outputs.urls")),
     path("", include("agents.api.urls")),
     path("", include("gateway.api.urls")),
     path("", include("audit.api.urls")),
@@ -22,6 +23,7 @@ api_v1 = [
 node_api_v1 = [
     path("", include("nodes.node_api.urls")),
     path("", include("jobs.node_api.urls")),
+    path("", include("jobs.outputs.node_urls")),
 ]
 
 urlpatterns = [
