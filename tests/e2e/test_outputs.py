@@ -1,0 +1,63 @@
+"""Job outputs and inputs end to end: web, worker, beat and a real agent; a job leaves 50 MB of random bytes and a
+log directory, the API serves the identical bytes, and a second job starts from the first one's file."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+
+from tests.e2e.test_jobs import Euler, euler  # noqa: F401 - the fixture
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+
+MODEL_BYTES = 50 * 1024 * 1024
+SHA = re.compile(r"\b([0-9a-f]{64})\b")
+
+
+def download_sha256(user: Euler, job_id: int, path: str, **headers) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with user.http.stream("GET", f"jobs/{job_id}/outputs/{path}", headers=headers, timeout=120) as r:
+        assert r.status_code in (200, 206), r.read()
+        for block in r.iter_bytes(1024 * 1024):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def test_a_jobs_50_mb_output_downloads_identical_and_a_second_job_starts_from_it(euler):  # noqa: F811
+    euler.node()
+    script = (
+        f"mkdir -p /out/logs && head -c {MODEL_BYTES} /dev/urandom > /out/model.bin"
+        " && echo 'epoch 1 loss 0.5' > /out/logs/train.log && ln -s /etc/passwd /out/logs/passwd"
+        " && sha256sum /out/model.bin"
+    )
+    first = euler.submit(["sh", "-c", script], outputs=["/out"], memory_bytes=128 * 1024 * 1024, timeout_seconds=300)
+    # Submitted now: it waits until the first job's file is stored, then reads it before its command starts.
+    second = euler.submit(
+        ["sh", "-c", "sha256sum /in/model.bin && wc -c < /in/model.bin"],
+        inputs_from=[{"job": first["id"], "path": "out/model.bin", "to": "/in/model.bin"}],
+        timeout_seconds=300,
+    )
+    done = euler.wait_state(first["id"], {"succeeded", "failed", "cancelled", "lost"}, timeout=300)
+    assert done["state"] == "succeeded", done
+    printed = SHA.search(euler.logs(first["id"])).group(1)
+
+    listing = euler.http.get(f"jobs/{first['id']}/outputs").json()
+    files = {f["path"]: f for f in listing["files"]}
+    assert set(files) == {"out/model.bin", "out/logs/train.log"}
+    assert files["out/model.bin"]["size"] == MODEL_BYTES and files["out/model.bin"]["sha256"] == printed
+    # The symlink is refused, said so on the job; never followed.
+    assert listing["outputs_truncated"] is True and "symlink" in listing["outputs_reason"]
+    assert download_sha256(euler, first["id"], "out/model.bin") == (printed, MODEL_BYTES)
+    log = euler.http.get(f"jobs/{first['id']}/outputs/out/logs/train.log")
+    assert log.status_code == 200 and log.content == b"epoch 1 loss 0.5\n"
+    # A broken download resumes with Range.
+    tail = euler.http.get(f"jobs/{first['id']}/outputs/out/model.bin", headers={"Range": f"bytes={MODEL_BYTES - 10}-"})
+    assert tail.status_code == 206 and len(tail.content) == 10
+
+    ended = euler.wait_state(second["id"], {"succeeded", "failed", "cancelled", "lost"}, timeout=300)
+    assert ended["state"] == "succeeded", ended
+    out = euler.logs(second["id"])
+    assert SHA.search(out).group(1) == printed and str(MODEL_BYTES) in out
