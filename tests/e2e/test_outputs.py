@@ -61,3 +61,40 @@ def test_a_jobs_50_mb_output_downloads_identical_and_a_second_job_starts_from_it
     assert ended["state"] == "succeeded", ended
     out = euler.logs(second["id"])
     assert SHA.search(out).group(1) == printed and str(MODEL_BYTES) in out
+
+
+HOSTILE = {
+    # what the job leaves in /out → the reason the job's event log gives. (More than 10,000 files: the agent's
+    # tests, tests/nodeagent/test_outputs_collect.py, on a real container; here the server's plan of 10,000 rows
+    # takes minutes on a loaded CI machine.)
+    "symlink": ("ln -s /etc/passwd /out/passwd && ln -s / /out/root", "symlink"),
+    "fifo": ("mkfifo /out/pipe", "special"),
+    "not_utf8": ("echo x > \"/out/$(printf 'bad\\377name')\"", "not_utf8"),
+    "job_cap": ("head -c 3000000 /dev/urandom > /out/big && echo small > /out/small", "job_cap"),
+    # A sparse terabyte: nothing on the job's disk, a terabyte of zeros in the engine's archive. Read no further
+    # (what the archive holds after it is not read either: the bomb sits last here, after the kept file).
+    "tar_bomb": ("mkdir /out/zz && truncate -s 1099511627776 /out/zz/bomb", "not read"),
+}
+
+
+def test_each_hostile_output_is_refused_with_a_clear_reason_on_the_job(euler):  # noqa: F811
+    euler.node()
+    jobs = {
+        case: euler.submit(
+            ["sh", "-c", f"mkdir /out && echo kept > /out/kept.txt && {script}"],
+            outputs={"paths": ["/out", "/never/written"], "max_bytes": 2_000_000},
+            timeout_seconds=300,
+        )
+        for case, (script, _) in HOSTILE.items()
+    }
+    for case, job in jobs.items():
+        done = euler.wait_state(job["id"], {"succeeded", "failed", "cancelled", "lost"}, timeout=300)
+        assert done["state"] == "succeeded", (case, done)
+        reason = HOSTILE[case][1]
+        assert done["outputs_truncated"] is True, case
+        messages = " ".join(e["message"] for e in done["events"] if e["reason"].startswith("outputs"))
+        assert reason in messages and "missing" in messages, (case, messages)
+        stored = {f["path"] for f in euler.http.get(f"jobs/{job['id']}/outputs").json()["files"]}
+        assert "out/kept.txt" in stored, case
+        if case == "job_cap":
+            assert "out/small" in stored and "out/big" not in stored
