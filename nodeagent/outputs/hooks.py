@@ -6,13 +6,13 @@ from nodeagent import protocol
 from nodeagent.docker_runner import RunnerError
 from nodeagent.logship import Stale
 from nodeagent.outputs.collect import collect
-from nodeagent.outputs.inputs import InputFailed, place_inputs
+from nodeagent.outputs.inputs import InputFailed
+from nodeagent.outputs.inputs import place_inputs as place
 from nodeagent.outputs.upload import Interrupted, Uploader
 
-NOT_RUN = "the job's container did not run to an end here: nothing was collected"
-GONE = "the container was gone when the job ended: nothing was collected"
+NOT_RUN = "the job's container did not run to an end here (never started, or gone): nothing was collected"
 
-__all__ = ["GONE", "NOT_RUN", "Interrupted", "before_start", "collect_and_upload", "declared", "not_collected"]
+__all__ = ["NOT_RUN", "Interrupted", "collect_and_upload", "declared", "not_collected", "place_inputs", "remember"]
 
 
 def declared(run) -> protocol.OutputSpec | None:
@@ -29,22 +29,18 @@ def remember(run) -> None:
     run.record["outputs"] = spec.model_dump() if spec is not None else None
 
 
-def before_start(run):
-    """The callback the runner calls on the created container before starting it; None without inputs."""
-    inputs = run.assignment.inputs
+def place_inputs(run, container_id: str) -> None:
+    """On the created, not yet started container: the job's input files; RunnerError `start_failed` if one fails."""
+    inputs = run.assignment.inputs if run.assignment is not None else []
     if not inputs:
-        return None
-
-    def place(container_id: str) -> None:
-        spool = run.ex.outputs.attempt(run.attempt_id)
-        try:
-            place_inputs(run.ex.client, run.ex.runner.client.api, container_id, inputs, spool)
-        except InputFailed as exc:
-            raise RunnerError("start_failed", str(exc)) from None
-        finally:
-            spool.remove()
-
-    return place
+        return
+    spool = run.ex.outputs.attempt(run.attempt_id)
+    try:
+        place(run.ex.client, run.ex.runner.client.api, container_id, inputs, spool)
+    except InputFailed as exc:
+        raise RunnerError("start_failed", str(exc)) from None
+    finally:
+        spool.remove()
 
 
 def collect_and_upload(run, container_id: str) -> dict:
