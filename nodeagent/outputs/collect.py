@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import queue
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -25,6 +27,8 @@ from nodeagent.outputs.spool import AttemptSpool
 READ_SLACK_BYTES = 64 * 1024 * 1024  # tar headers and skipped entries read past the job's cap before giving up
 COLLECT_SECONDS = 900.0
 COPY_BYTES = 1024 * 1024
+PIPELINE_BYTES = 4 * COPY_BYTES  # files larger than this are written by a thread of their own
+PIPELINE_BLOCKS = 8
 
 
 class ReadLimit(Exception):
@@ -100,7 +104,9 @@ def _collect_path(api, cid, path, spool, tally, names, deadline) -> None:
     budget = max(0, tally.job_cap - tally.kept_bytes) + READ_SLACK_BYTES
     stream = BoundedStream(res.raw, budget=budget, deadline=deadline)
     try:
-        with tarfile.open(fileobj=stream, mode="r|", encoding="utf-8", errors="surrogateescape") as tar:
+        # Large reads: tarfile's default (10 KiB) makes the engine's chunked stream cost more than the copy.
+        tar_args = {"mode": "r|", "bufsize": COPY_BYTES, "encoding": "utf-8", "errors": "surrogateescape"}
+        with tarfile.open(fileobj=stream, **tar_args) as tar:
             while True:
                 member = tar.next()
                 if member is None:
@@ -150,11 +156,10 @@ def _member(tar, member, base, spool: AttemptSpool, tally: rules.Tally, names, s
     spool_name, fd = spool.new_file()
     digest, written = hashlib.sha256(), 0
     try:
-        source = tar.extractfile(member)
-        with os.fdopen(fd, "wb") as out:
-            while chunk := source.read(COPY_BYTES):
+        with _Writer(fd, threaded=member.size > PIPELINE_BYTES) as out:
+            for chunk in _data(tar, member):
+                out.write(chunk)  # the disk write overlaps the hash and the next read
                 digest.update(chunk)
-                out.write(chunk)
                 written += len(chunk)
     except BaseException:
         spool.discard(spool_name)
@@ -167,6 +172,63 @@ def _member(tar, member, base, spool: AttemptSpool, tally: rules.Tally, names, s
     tally.keep(name, written, digest.hexdigest())
     names[name] = spool_name
     return True
+
+
+class _Writer:
+    """A spool file written by a thread of its own for large files (the disk, the hash and the engine's stream
+    then overlap: each lets go of the GIL), or inline for small ones. A write error surfaces on the next write."""
+
+    def __init__(self, fd: int, *, threaded: bool):
+        self.out = os.fdopen(fd, "wb")
+        self.queue: queue.Queue | None = queue.Queue(maxsize=PIPELINE_BLOCKS) if threaded else None
+        self.error: BaseException | None = None
+        if self.queue is not None:
+            self.thread = threading.Thread(target=self._drain, daemon=True, name="euler-outputs-writer")
+            self.thread.start()
+
+    def _drain(self) -> None:
+        while (chunk := self.queue.get()) is not None:
+            if self.error is None:
+                try:
+                    self.out.write(chunk)
+                except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
+                    self.error = exc
+
+    def write(self, chunk: bytes) -> None:
+        if self.queue is None:
+            self.out.write(chunk)
+            return
+        if self.error is not None:
+            raise self.error
+        self.queue.put(chunk)
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.queue is not None:
+            self.queue.put(None)
+            self.thread.join()
+        self.out.close()
+        if self.error is not None and exc[0] is None:
+            raise self.error
+
+
+def _data(tar: tarfile.TarFile, member: tarfile.TarInfo):
+    """A member's bytes in blocks. Straight from the stream, which stands at its data after `next()` (the
+    extractfile layers cost more than the copy); a sparse member through extractfile, which knows its map."""
+    if member.issparse():
+        source = tar.extractfile(member)
+        while chunk := source.read(COPY_BYTES):
+            yield chunk
+        return
+    left = member.size
+    while left > 0:
+        chunk = tar.fileobj.read(min(COPY_BYTES, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+        yield chunk
 
 
 def _can_read_past(member: tarfile.TarInfo, stream: BoundedStream) -> bool:
