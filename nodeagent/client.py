@@ -127,16 +127,21 @@ class ControlPlaneClient:
     def _target(self, url: str, authenticated: bool) -> tuple[httpx.Client, str, dict]:
         """Which client sends to `url` (a node-API path, or an absolute URL) and the headers it adds.
 
-        The credential goes only to this control plane's node API, whatever URL a reply names.
+        The credential goes only to this agent's control plane: an authenticated absolute URL (the server names
+        itself by its public URL, which may not be the one this agent reaches it by) is sent to the same node-API
+        path here, never to the host it names.
         """
         if "://" not in url:
             headers = {"Authorization": f"Bearer {self._credential}"} if authenticated and self._credential else {}
             return self._http, url.lstrip("/"), headers
         if authenticated:
-            if not url.startswith(self.base_url + API_PREFIX):
-                raise Refused(400, "foreign_url", {"detail": f"not this control plane's node API: {url[:200]}"})
+            parts = urlsplit(url)
+            at = parts.path.find(API_PREFIX)
+            if at < 0:
+                raise Refused(400, "foreign_url", {"detail": f"not a node-API URL: {url[:200]}"})
+            path = parts.path[at + len(API_PREFIX) :] + (f"?{parts.query}" if parts.query else "")
             headers = {"Authorization": f"Bearer {self._credential}"} if self._credential else {}
-            return self._http, url, headers
+            return self._http, path, headers
         try:
             check_url(url, allow_insecure=self.allow_insecure)
         except InsecureURL as exc:

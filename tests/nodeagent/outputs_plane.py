@@ -131,6 +131,14 @@ def _handler(plane: OutputsPlane):
             self._send(404, {"code": "not_found"})
 
         def do_GET(self):
+            if self.path.startswith("/bucket-in/"):  # a presigned GET: no credential expected
+                plane.input_auth.append(self.headers.get("Authorization", ""))
+                data = plane.inputs[int(self.path.split("/")[2].split("?")[0])]
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             parts = self._node()
             if parts is None:
                 return

@@ -125,6 +125,23 @@ def test_inputs_are_placed_before_the_command_starts(executor, plane):
     assert plane.input_auth == [f"Bearer {CREDENTIAL}"]
 
 
+def test_an_input_from_a_presigned_url_is_fetched_without_the_credential(executor, plane):
+    data = b"from the bucket\n"
+    plane.inputs[11] = data
+    item = {
+        "output_id": 11,
+        "url": f"{plane.url}/bucket-in/11?X-Amz-Signature=abc",
+        "authenticated": False,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "size": len(data),
+        "to": "/in/x.txt",
+    }
+    executor.handle_assignment(assignment(11, ["sh", "-c", "cat /in/x.txt"], inputs=[item]))
+    ended = wait_for(lambda: plane.ended(11), "the ended report", timeout=120)
+    assert ended["reason"] == "exited" and ended["exit_code"] == 0
+    assert plane.input_auth == [""]
+
+
 def test_an_input_that_does_not_match_its_checksum_ends_the_attempt_start_failed(executor, plane, node):
     plane.inputs[8] = b"tampered"
     item = {"output_id": 8, "url": plane.input_url(8, 8), "sha256": "0" * 64, "size": 8, "to": "/in/x"}

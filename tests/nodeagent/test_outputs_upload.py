@@ -149,11 +149,16 @@ def test_the_agent_closing_interrupts_a_waiting_upload(plane, client, tmp_path):
         Uploader(client, 1, spool, closing=closing, backoff=Backoff(base=0.05, cap=0.1)).run(collected)
 
 
-def test_the_credential_goes_only_to_the_control_planes_node_api(client):
+def test_the_credential_goes_only_to_the_agents_own_control_plane(plane, client):
     from nodeagent.client import Refused
 
+    plane.inputs[2] = b"input bytes"
+    # The server names itself by its public URL; the agent asks its own control plane for that node-API path.
+    with client.download("https://euler.example.com/node-api/v1/attempts/1/inputs/2") as response:
+        assert response.read() == b"input bytes"
+    assert plane.input_auth == [f"Bearer {CREDENTIAL}"]
     with pytest.raises(Refused) as caught:
-        with client.download("https://elsewhere.example/node-api/v1/attempts/1/inputs/2"):
+        with client.download("https://elsewhere.example/steal"):
             pass
     assert caught.value.code == "foreign_url"
     with pytest.raises(Refused) as caught:
