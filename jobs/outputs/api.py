@@ -14,7 +14,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from euler.api import request_project
-from jobs import selectors as job_selectors
 from jobs.outputs import rules, selectors, store, streaming
 from quotas.access import member
 
@@ -39,7 +38,7 @@ class JobOutputsView(APIView):
 
     @extend_schema(operation_id="jobs_outputs_list", responses={200: OpenApiResponse(description="the job's outputs")})
     def get(self, request, job_id: int):
-        job = job_selectors.job_get(project=request_project(request), job_id=job_id)
+        job = selectors.project_job(project=request_project(request), job_id=job_id)
         files = [
             {
                 "path": f.path,
@@ -67,7 +66,7 @@ class JobOutputFileView(_Download):
         responses={200: BINARY, 206: BINARY, 416: OpenApiResponse(description="range_not_satisfiable")},
     )
     def get(self, request, job_id: int, path: str):
-        job = job_selectors.job_get(project=request_project(request), job_id=job_id)
+        job = selectors.project_job(project=request_project(request), job_id=job_id)
         row = selectors.job_file(job=job, path=path)
         try:
             wanted = rules.byte_range(request.META.get("HTTP_RANGE"), row.size)
@@ -93,7 +92,7 @@ class JobOutputFileView(_Download):
 class JobOutputsArchiveView(_Download):
     @extend_schema(operation_id="jobs_outputs_archive", responses={200: BINARY})
     def get(self, request, job_id: int):
-        job = job_selectors.job_get(project=request_project(request), job_id=job_id)
+        job = selectors.project_job(project=request_project(request), job_id=job_id)
         members = [
             streaming.Member(f.path, f.size, f.storage_key, (f.completed_at or f.created_at).timestamp())
             for f in selectors.job_files(job=job)

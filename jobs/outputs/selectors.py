@@ -15,6 +15,13 @@ from jobs.states import TERMINAL
 from nodeagent import protocol
 
 
+def project_job(*, project, job_id: int) -> Job:
+    job = Job.objects.filter(project=project, pk=job_id).defer("env").first()
+    if job is None:
+        raise NotFound("No such job.")
+    return job
+
+
 def job_files(*, job: Job):
     return OutputFile.objects.filter(job=job, complete=True).order_by("path")
 

@@ -11,6 +11,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from nodeagent import protocol
+from tests.jobs.conftest import make_node  # noqa: F401 - the jobs tests' node fixture, used here too
 
 _names = itertools.count(1)
 NODE_API = "/node-api/v1/"

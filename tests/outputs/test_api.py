@@ -14,7 +14,7 @@ from django.utils import timezone
 from jobs.models import Job
 from jobs.outputs import store
 from jobs.outputs.models import OutputFile
-from tests.jobs.conftest import make_node, seed_body  # noqa: F401 - make_node is a fixture
+from tests.jobs.conftest import seed_body
 
 pytestmark = pytest.mark.django_db
 
