@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 
 import pytest
 
-from tests.e2e.test_jobs import Euler, euler  # noqa: F401 - the fixture
+from tests.e2e.test_jobs import FAST, Euler, euler  # noqa: F401 - the fixture
+from tests.outputs.test_s3 import s3_server  # noqa: F401 - the fixture: moto in server mode, a process
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -26,7 +28,42 @@ def download_sha256(user: Euler, job_id: int, path: str, **headers) -> tuple[str
     return digest.hexdigest(), size
 
 
+@pytest.fixture
+def euler_s3(platform_factory, project, docker_engine, s3_server):  # noqa: F811
+    """A platform whose outputs live in a bucket of the real S3-compatible server (moto, a process)."""
+    import boto3
+
+    bucket = f"e2e-{uuid.uuid4().hex[:8]}"
+    creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+    s3 = boto3.client("s3", endpoint_url=s3_server, **creds)
+    s3.create_bucket(Bucket=bucket)
+    env = FAST | {
+        "EULER_OUTPUTS_BUCKET": bucket,
+        "EULER_OUTPUTS_ENDPOINT_URL": s3_server,
+        "EULER_OUTPUTS_ACCESS_KEY_ID": "testing",
+        "EULER_OUTPUTS_SECRET_ACCESS_KEY": "testing",
+        "EULER_OUTPUTS_ADDRESSING_STYLE": "path",
+    }
+    e = Euler(platform_factory(env=env), project)
+    e.bucket = (s3, bucket)
+    yield e
+    e.cleanup()
+
+
 def test_a_jobs_50_mb_output_downloads_identical_and_a_second_job_starts_from_it(euler):  # noqa: F811
+    model_and_input(euler)
+
+
+def test_the_same_through_an_s3_bucket_the_agent_uploads_to_directly(euler_s3):
+    model_and_input(euler_s3)
+    s3, bucket = euler_s3.bucket
+    sizes = [o["Size"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert MODEL_BYTES in sizes  # in the bucket, put there by the agent's presigned PUT
+    web_store = euler_s3.platform.tmp / "data" / "outputs"
+    assert not web_store.exists() or not any(p.is_file() for p in web_store.rglob("*"))  # nothing through the web
+
+
+def model_and_input(euler: Euler) -> None:  # noqa: F811
     euler.node()
     script = (
         f"mkdir -p /out/logs && head -c {MODEL_BYTES} /dev/urandom > /out/model.bin"
