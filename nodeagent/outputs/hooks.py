@@ -39,6 +39,9 @@ def place_inputs(run, container_id: str) -> None:
         place(run.ex.client, run.ex.runner.client.api, container_id, inputs, spool)
     except InputFailed as exc:
         raise RunnerError("start_failed", str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the spool's disk, the engine: the start fails, saying why
+        run.ex.log.exception("attempt %s: placing its inputs failed", run.attempt_id)
+        raise RunnerError("start_failed", f"placing the job's inputs failed: {exc}") from None
     finally:
         spool.remove()
 
