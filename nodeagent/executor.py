@@ -17,11 +17,13 @@ from pathlib import Path
 
 from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
-from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
+from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES, create_kwargs
 from nodeagent.disk import DEFAULT_MAX_INODES, DiskGuard, StorageQuota, VolumeAccess, remove_volumes
 from nodeagent.images import ImageStore
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 from nodeagent.offer import ImagePolicy, load_image_policy
+from nodeagent.outputs.spool import DEFAULT_SPOOL_BYTES as DEFAULT_OUTPUT_SPOOL_BYTES
+from nodeagent.outputs.spool import OutputSpool
 
 REAP_EVERY_SECONDS = 30.0
 
@@ -86,6 +88,13 @@ class Executor:
         self.spool_dir = self.state_dir / "logs"
         self.records_dir.mkdir(parents=True, exist_ok=True)
         self.spool_dir.mkdir(parents=True, exist_ok=True)
+        # Job outputs spooled here until uploaded (nodeagent/outputs/): the lender's cap; what an agent that stopped
+        # left is removed (an adopted attempt collects anew from its container).
+        self.outputs = OutputSpool(
+            self.state_dir / "outputs",
+            int(env_number("EULER_NODE_OUTPUT_SPOOL_BYTES", DEFAULT_OUTPUT_SPOOL_BYTES, 0, 1 << 50)),
+        )
+        self.outputs.clear()
         self.closing = threading.Event()
         self._lock = threading.Lock()
         self._runs: dict[int, AttemptRun] = {}
@@ -178,6 +187,16 @@ class Executor:
         if assignment.network == "default" and self.egress is not None:
             return self.egress.refuse_reason()
         return None
+
+    def container_spec(self, assignment: protocol.Assignment) -> dict:
+        """The container's create arguments: the job's hardened spec with the node's part (container_options)."""
+        return create_kwargs(
+            assignment,
+            node_name=self.node_name,
+            owner=self.owner,
+            log_max_bytes=self.container_log_bytes,
+            **self.container_options(assignment),
+        )
 
     def container_options(self, assignment: protocol.Assignment) -> dict:
         """The node's part of the container spec: the job network, where the driver has one a disk quota, and

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from euler.errors import InvalidInput
 from jobs.outputs import selectors, services, store, streaming
+from jobs.outputs.keepalive import extend_deadline
 from nodeagent import protocol
 from nodes.node_api.base import NodeAPIView, _describe
 
@@ -49,6 +50,7 @@ class ManifestView(NodeAPIView):
             what = _describe(exc) if isinstance(exc, pydantic.ValidationError) else f"not JSON: {exc}"
             raise InvalidInput(f"The manifest is not valid: {what}", code="invalid_manifest") from None
         plan = services.plan_manifest(node=request.node, attempt_id=attempt_id, manifest=manifest)
+        extend_deadline(attempt_id=attempt_id)
         return Response(plan.model_dump())
 
 
@@ -66,6 +68,7 @@ class OutputFileView(NodeAPIView):
         data = _read(request, limit, services.ChunkTooLarge(f"A chunk is at most {limit} bytes."))
         reply = services.receive_chunk(node=request.node, attempt_id=attempt_id, file_id=file_id,
                                        content_range=request.META.get("HTTP_CONTENT_RANGE"), data=data)  # fmt: skip
+        extend_deadline(attempt_id=attempt_id)
         return Response(reply.model_dump())
 
 
@@ -74,6 +77,7 @@ class OutputDoneView(NodeAPIView):
 
     def post(self, request, attempt_id: int, file_id: int):
         reply = services.upload_done(node=request.node, attempt_id=attempt_id, file_id=file_id)
+        extend_deadline(attempt_id=attempt_id)
         return Response(reply.model_dump())
 
 
