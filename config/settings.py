@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "quotas",
     "nodes",
     "jobs",
+    "jobs.outputs",
     "agents",
     "gateway",
     "audit",
@@ -272,6 +273,13 @@ for _conf in (_nodes_conf, _jobs_conf, _agents_conf, _gateway_conf):
         if _name.startswith("EULER_"):
             globals()[_name] = getattr(_conf, _name)
     CELERY_BEAT_SCHEDULE.update(_conf.BEAT_SCHEDULE)
+
+# Job outputs: the filesystem or an S3-compatible bucket (jobs/outputs/conf.py), as storages["outputs"].
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "outputs": EULER_OUTPUTS_STORAGE,  # noqa: F821 - from jobs/conf.py
+}
 
 # --- retention and log compaction (euler/retention.py and each app's retention.py, jobs/logstore.py) ---------------------------
 # Ended jobs (attempts, events, logs) and node events older than this many days are removed; 0 keeps them.

@@ -9,6 +9,7 @@ QUOTA_LABELS = {
     "gpu_seconds": (_("GPU-hours"), 3600.0),
     "invocations": (_("Agent calls"), 1.0),
     "api_keys": (_("API keys"), 1.0),
+    "output_bytes": (_("Stored job outputs (GiB)"), 1024.0**3),
 }
 
 

@@ -281,3 +281,35 @@ def pending_migrations(manifest: Manifest) -> list[str]:
     """This code's migrations that the restored schema lacks: `manage.py migrate` applies them."""
     return sorted(f"{app}.{name}" for app, names in known_migrations().items() for name in names
                   if name not in manifest.migrations.get(app, []))  # fmt: skip
+
+
+# --- the job outputs' filesystem store -----------------------------------------------------------------------
+OUTPUTS = "outputs"  # the store's copy inside a backup directory
+
+
+def _outputs_store() -> Path | None:
+    """The filesystem store of job outputs, or None when a bucket holds them (the bucket is the operator's)."""
+    from django.conf import settings
+
+    if getattr(settings, "EULER_OUTPUTS_BUCKET", ""):
+        return None
+    return Path(settings.EULER_OUTPUTS_DIR)
+
+
+def backup_outputs(directory: Path) -> int:
+    """Copy the outputs store beside the dump (after it: a file removed meanwhile is missing, one added is extra
+    and never listed). Returns the files copied."""
+    store = _outputs_store()
+    if store is None or not store.is_dir():
+        return 0
+    shutil.copytree(store, Path(directory) / OUTPUTS, copy_function=shutil.copy2)
+    return sum(len(files) for _, _, files in os.walk(Path(directory) / OUTPUTS))
+
+
+def restore_outputs(directory: Path) -> int:
+    """Put a backup's outputs back into the store (merged with what is there). Returns the files copied."""
+    source, store = Path(directory) / OUTPUTS, _outputs_store()
+    if store is None or not source.is_dir():
+        return 0
+    shutil.copytree(source, store, copy_function=shutil.copy2, dirs_exist_ok=True)
+    return sum(len(files) for _, _, files in os.walk(source))

@@ -47,6 +47,7 @@ def policies(*, health_deadline: float) -> dict[str, TaskPolicy]:
         "jobs.tasks.compact_logs": TaskPolicy(MAINTENANCE, 50.0, 60.0),
         "gateway.tasks.prune_invocations": TaskPolicy(MAINTENANCE, 900.0, 960.0),
         "euler.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),
+        "jobs.outputs.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),
     }
 
 

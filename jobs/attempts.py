@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from jobs import fencing, transitions, usage
 from jobs.models import Attempt, Job
+from jobs.outputs import services as output_services
 from jobs.states import (
     ACTIVE,
     ATTEMPT_ACTIVE,
@@ -110,6 +111,8 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
     else:
         outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
         extra = {"container_id": report.container_id} if report.container_id else {}
+        if report.outputs in ("truncated", "failed"):
+            output_services.note_report(job=job, attempt=attempt, report=report)
         end_attempt(
             attempt.pk,
             job.pk,

@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.core.exceptions import ImproperlyConfigured
 
 from euler.env import env_float, env_int, env_list
+from jobs.outputs import conf as _outputs_conf
 
 # How often beat runs a scheduling pass (passes also run on submit, attempt end and node changes).
 EULER_SCHEDULER_INTERVAL = env_float("EULER_SCHEDULER_INTERVAL", 2.0, minimum=0.1)
@@ -43,3 +44,7 @@ BEAT_SCHEDULE: dict = {
     "jobs-sweep": {"task": "jobs.tasks.sweep", "schedule": timedelta(seconds=5)},
     "jobs-enforce-budgets": {"task": "jobs.tasks.enforce_budgets", "schedule": timedelta(seconds=15)},
 }
+
+# Job outputs' own settings (jobs/outputs/conf.py), merged here so that euler.settings reads one module per app.
+globals().update({k: v for k, v in vars(_outputs_conf).items() if k.startswith("EULER_")})
+BEAT_SCHEDULE.update(_outputs_conf.BEAT_SCHEDULE)

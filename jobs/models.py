@@ -34,6 +34,11 @@ class Job(models.Model):
     pool = models.CharField(max_length=8, choices=Pool.choices, default=Pool.ANY)
     min_trust = models.CharField(max_length=10, choices=MinTrust.choices, default=MinTrust.COMMUNITY)
     priority = models.SmallIntegerField(default=0)  # -100..100: orders the project's own queue, then FIFO
+    # Outputs and inputs (jobs/outputs): {"paths": [...], "max_bytes": N} or None; [{"job", "path", "to"}].
+    outputs = models.JSONField(null=True, blank=True)
+    inputs_from = models.JSONField(default=list, blank=True)
+    outputs_truncated = models.BooleanField(default=False)  # some output was refused or lost: why in the events
+    outputs_reason = models.CharField(max_length=500, blank=True, default="")
 
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.QUEUED)
     current_attempt = models.ForeignKey(

@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.models import Attempt, Job
+from jobs.outputs import selectors as output_selectors
 from jobs.states import ATTEMPT_ACTIVE, AttemptState
 from nodeagent import protocol
 from nodes import channel
@@ -37,6 +38,7 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         gpu_uuids=list(attempt.gpu_uuids or []),
         timeout_seconds=job.timeout_seconds,
         node_trust=node.trust,
+        **output_selectors.assignment_fields(job=job, attempt=attempt),
     )
 
 

@@ -11,6 +11,7 @@ import audit
 from euler.errors import Conflict, NotFound
 from jobs import transitions, usage
 from jobs.models import Attempt, Job
+from jobs.outputs import services as output_services
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, TERMINAL, JobState
 from jobs.wakeups import schedule_on_commit, wake_on_commit
 
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 def job_submit(*, project, spec: dict, by=None) -> Job:
     """A new queued job from a validated spec (see jobs.validation)."""
     usage.check_budget(project=project, gpu_count=spec.get("gpu_count", 0))
+    output_services.check_inputs(project=project, inputs=spec.get("inputs_from") or [])
     env = spec.pop("env", None) or None
     job = Job.objects.create(
         project=project, env=env, has_env=bool(env), created_by=by, queued_at=timezone.now(), **spec

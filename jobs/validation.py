@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from euler.errors import InvalidInput
+from jobs.outputs import rules as output_rules
 from nodeagent import imageref
 
 MIB = 1024 * 1024
@@ -171,6 +172,14 @@ def priority(value) -> int:
     return _int(value, code="invalid_priority", low=-MAX_PRIORITY, high=MAX_PRIORITY, what="priority")
 
 
+def outputs(value) -> dict | None:
+    from django.conf import settings
+
+    return output_rules.outputs(
+        value, default_bytes=settings.EULER_OUTPUTS_DEFAULT_JOB_BYTES, max_bytes=settings.EULER_OUTPUTS_MAX_JOB_BYTES
+    )
+
+
 # Field name -> (check, default when absent; None: required).
 FIELDS = {
     "name": (name, None),
@@ -190,4 +199,6 @@ FIELDS = {
     "pool": (pool, lambda: "any"),
     "min_trust": (min_trust, lambda: "community"),
     "priority": (priority, lambda: 0),
+    "outputs": (outputs, lambda: None),
+    "inputs_from": (output_rules.inputs_from, list),
 }

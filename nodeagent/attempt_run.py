@@ -25,6 +25,7 @@ from nodeagent.attempt_report import send_report
 from nodeagent.attempt_signals import Exited, FirstEntry, Inbox, OutputEnded, StopAsked
 from nodeagent.docker_runner import RunnerError
 from nodeagent.logship import LogShipper, Stale
+from nodeagent.outputs import hooks as outputs
 
 LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit"}
@@ -93,6 +94,7 @@ class AttemptRun:
 
     def _before_start(self, cid: str) -> None:
         """The container is created (and attached), not started: place what it needs. RunnerError fails the start."""
+        outputs.place_inputs(self, cid)  # the job's inputs_from files (nodeagent/outputs/)
 
     def _after_start(self, cid: str) -> None:
         """The container runs (or ran: adopted after a restart); its output is being read."""
@@ -100,7 +102,10 @@ class AttemptRun:
     def _after_exit(self, cid: str, exit_: Exit) -> dict:
         """The container ended on its own or was stopped (not vanished), its output shipped: extra fields of the
         `ended` report (protocol.AttemptReport), sent next."""
-        return {}
+        try:
+            return outputs.collect_and_upload(self, cid)  # the job's outputs (nodeagent/outputs/)
+        except outputs.Interrupted:
+            raise _Closing from None
 
     def _on_finish(self) -> None:
         """The owner thread is done, whatever the phase it ended in (`self.phase`)."""
@@ -178,6 +183,7 @@ class AttemptRun:
             self._end(reason="start_failed", exit_code=None, message=refused)
             return False
         self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
+        outputs.remember(self)
         try:
             self.ex.ensure_image(a)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
@@ -322,6 +328,7 @@ class AttemptRun:
 
     def _end(self, *, reason: str, exit_code: int | None, message: str = "", **fields) -> None:
         cid = self.record.get("container_id")
+        fields = fields or outputs.not_collected(self)  # declared outputs, none collected: said so
         report = protocol.AttemptReport(
             state="ended",
             reason=reason,

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import ssl
 import threading
@@ -79,6 +80,7 @@ class ControlPlaneClient:
         ca_file: Path | str | None = None,
     ) -> None:
         self.base_url = check_url(base_url, allow_insecure=allow_insecure)
+        self.allow_insecure = allow_insecure
         self._credential = credential
         self._lock = threading.Lock()
         self._http = httpx.Client(
@@ -88,6 +90,14 @@ class ControlPlaneClient:
             trust_env=False,
             verify=tls_context(ca_file),
             limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
+        )
+        # Presigned object-store URLs (outputs, inputs): no base URL, never the node credential.
+        self._plain = httpx.Client(
+            timeout=httpx.Timeout(60.0, connect=5.0),
+            follow_redirects=False,
+            trust_env=False,
+            verify=tls_context(ca_file),
+            limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
         )
 
     @property
@@ -112,18 +122,83 @@ class ControlPlaneClient:
             response = self._http.request(method, path.lstrip("/"), content=content, headers=headers, timeout=timeout)
         except httpx.HTTPError as exc:
             raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
+        return _answer(response, strict=True)
+
+    def _target(self, url: str, authenticated: bool) -> tuple[httpx.Client, str, dict]:
+        """Which client sends to `url` (a node-API path, or an absolute URL) and the headers it adds.
+
+        The credential goes only to this agent's control plane: an authenticated absolute URL (the server names
+        itself by its public URL, which may not be the one this agent reaches it by) is sent to the same node-API
+        path here, never to the host it names.
+        """
+        if "://" not in url:
+            headers = {"Authorization": f"Bearer {self._credential}"} if authenticated and self._credential else {}
+            return self._http, url.lstrip("/"), headers
+        if authenticated:
+            parts = urlsplit(url)
+            at = parts.path.find(API_PREFIX)
+            if at < 0:
+                raise Refused(400, "foreign_url", {"detail": f"not a node-API URL: {url[:200]}"})
+            path = parts.path[at + len(API_PREFIX) :] + (f"?{parts.query}" if parts.query else "")
+            headers = {"Authorization": f"Bearer {self._credential}"} if self._credential else {}
+            return self._http, path, headers
         try:
-            data = response.json() if response.content else {}
-        except ValueError:
-            data = {}
-        if response.status_code >= 500:
-            raise Unreachable(f"server answered {response.status_code}")
-        if response.status_code >= 400:
-            code = data.get("code", "error") if isinstance(data, dict) else "error"
-            raise Refused(response.status_code, code, data if isinstance(data, dict) else {})
-        if not isinstance(data, dict):
-            raise Unreachable("server answered with a body that is not a JSON object")
-        return data
+            check_url(url, allow_insecure=self.allow_insecure)
+        except InsecureURL as exc:
+            raise Refused(400, "insecure_url", {"detail": str(exc)}) from None
+        return self._plain, url, {}
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        content=None,
+        headers: dict | None = None,
+        authenticated: bool = True,
+        timeout: float = 120,
+    ) -> dict:
+        """A request with a raw body (an output chunk, a presigned PUT): the JSON answer, or Unreachable/Refused."""
+        http, target, extra = self._target(url, authenticated)
+        try:
+            response = http.request(
+                method, target, content=content, headers={**(headers or {}), **extra}, timeout=timeout
+            )
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
+        return _answer(response, strict=False)
+
+    @contextlib.contextmanager
+    def download(self, url: str, *, authenticated: bool = True, timeout: float = 120):
+        """A streamed GET (an input file): yields the httpx response once its status is 2xx."""
+        http, target, extra = self._target(url, authenticated)
+        try:
+            with http.stream("GET", target, headers=extra, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _answer(response, strict=False)
+                yield response
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
 
     def close(self) -> None:
         self._http.close()
+        self._plain.close()
+
+
+def _answer(response: httpx.Response, *, strict: bool) -> dict:
+    """A response as the protocol reads it: 5xx Unreachable, 4xx Refused, else its JSON object ({} if none)."""
+    try:
+        data = response.json() if response.content else {}
+    except ValueError:
+        data = {}
+    if response.status_code >= 500:
+        raise Unreachable(f"server answered {response.status_code}")
+    if response.status_code >= 400:
+        code = data.get("code", "error") if isinstance(data, dict) else "error"
+        raise Refused(response.status_code, code, data if isinstance(data, dict) else {})
+    if not isinstance(data, dict):
+        if strict:
+            raise Unreachable("server answered with a body that is not a JSON object")
+        return {}
+    return data

@@ -23,6 +23,8 @@ from nodeagent.disk_limits import DEFAULT_MAX_INODES
 from nodeagent.images import ImageStore
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 from nodeagent.offer import ImagePolicy, load_image_policy
+from nodeagent.outputs.spool import DEFAULT_SPOOL_BYTES as DEFAULT_OUTPUT_SPOOL_BYTES
+from nodeagent.outputs.spool import OutputSpool
 
 REAP_EVERY_SECONDS = 30.0
 
@@ -87,6 +89,13 @@ class Executor:
         self.spool_dir = self.state_dir / "logs"
         self.records_dir.mkdir(parents=True, exist_ok=True)
         self.spool_dir.mkdir(parents=True, exist_ok=True)
+        # Job outputs spooled here until uploaded (nodeagent/outputs/): the lender's cap; what an agent that stopped
+        # left is removed (an adopted attempt collects anew from its container).
+        self.outputs = OutputSpool(
+            self.state_dir / "outputs",
+            int(env_number("EULER_NODE_OUTPUT_SPOOL_BYTES", DEFAULT_OUTPUT_SPOOL_BYTES, 0, 1 << 50)),
+        )
+        self.outputs.clear()
         self.closing = threading.Event()
         self._lock = threading.Lock()
         self._runs: dict[int, AttemptRun] = {}

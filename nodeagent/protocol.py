@@ -300,6 +300,8 @@ class OutputUpload(Lenient):
 
 
 class OutputsPlan(Lenient):
+    # One per accepted file that the server does not hold complete yet (a file already stored, e.g. by an earlier
+    # manifest of the same attempt, or an empty one, is accepted and not listed: nothing to send).
     uploads: list[OutputUpload] = Field(default_factory=list)
     refused: list[OutputSkip] = Field(default_factory=list)  # not taken (e.g. the project's quota): not sent
 

@@ -74,6 +74,12 @@ class ApiKey(models.Model):
         return self.revoked_at is None
 
 
+def free_output_bytes() -> int:
+    from django.conf import settings
+
+    return settings.EULER_FREE_QUOTA_OUTPUT_BYTES
+
+
 class Quota(models.Model):
     """Budgets per period (a calendar month, UTC); concurrency and key counts are plain limits."""
 
@@ -85,6 +91,8 @@ class Quota(models.Model):
     max_api_keys = models.IntegerField()
     # Upstream calls the gateway relays for the project at once; blank: EULER_GATEWAY_MAX_CONCURRENT.
     max_concurrent_invocations = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    # Bytes of job outputs the project may keep stored at once (jobs/outputs): past it, files are refused.
+    output_bytes = models.BigIntegerField(default=free_output_bytes)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

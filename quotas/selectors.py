@@ -50,6 +50,13 @@ def project_usage(project: Project, now=None) -> dict[str, float]:
     return used
 
 
+def output_bytes_stored(project: Project) -> int:
+    """Bytes of job outputs the project stores: what its `output_bytes` quota counts (jobs/outputs)."""
+    from jobs.outputs.selectors import stored_bytes
+
+    return stored_bytes(project=project)
+
+
 def project_summary(project: Project, now=None) -> dict:
     now = now or timezone.now()
     start, end = period_bounds(now)
@@ -72,6 +79,12 @@ def project_summary(project: Project, now=None) -> dict:
     }
     resources["api_keys"]["remaining"] = max(0, quota.max_api_keys - resources["api_keys"]["used"])
     resources["concurrent_jobs"] = {"limit": quota.max_concurrent_jobs}
+    stored = output_bytes_stored(project)
+    resources["output_bytes"] = {
+        "limit": quota.output_bytes,
+        "used": stored,
+        "remaining": max(0, quota.output_bytes - stored),
+    }
     return {
         "id": project.pk,
         "name": project.name,
@@ -84,6 +97,7 @@ def project_summary(project: Project, now=None) -> dict:
             "invocations": quota.invocations,
             "max_concurrent_jobs": quota.max_concurrent_jobs,
             "max_api_keys": quota.max_api_keys,
+            "output_bytes": quota.output_bytes,
         },
         "usage": resources,
         "weight": project.weight,

@@ -36,6 +36,7 @@ def free_quota_values() -> dict[str, int]:
         "invocations": settings.EULER_FREE_QUOTA_INVOCATIONS,
         "max_concurrent_jobs": settings.EULER_FREE_QUOTA_CONCURRENT_JOBS,
         "max_api_keys": settings.EULER_FREE_QUOTA_API_KEYS,
+        "output_bytes": settings.EULER_FREE_QUOTA_OUTPUT_BYTES,
     }
 
 

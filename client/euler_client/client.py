@@ -16,6 +16,7 @@ import json
 from euler_client.answers import USER_AGENT, error_for, reason
 from euler_client.errors import ConnectionFailed
 from euler_client.jobs import Jobs, LogChunk
+from euler_client.outputs import Outputs
 from euler_client.query import query
 from euler_client.resources import Agents, Keys, Nodes, sse_events
 
@@ -44,6 +45,7 @@ class Client:
         self.nodes = Nodes(self)
         self.agents = Agents(self)
         self.keys = Keys(self)
+        self.outputs = Outputs(self)
 
     @property
     def http(self) -> httpx.Client:

@@ -16,6 +16,9 @@ from euler.errors import EulerError, NotFound
 PAGE = 100
 
 
+OUTPUTS_SHOWN = 500  # files listed on a job's page; the archive link and the API give all
+
+
 def _jobs_app():
     if sources.model("jobs", "Job") is None:
         raise Http404
@@ -74,6 +77,7 @@ def job_detail(request, job_id: int):
             "ended": job.state in TERMINAL,
             "ws_path": f"/ws/jobs/{job.pk}/logs/",
             "fair_share": selectors.project_share(project=request.project),
+            "outputs": list(job.output_files.filter(complete=True).order_by("path")[:OUTPUTS_SHOWN]),
         },
     )
 

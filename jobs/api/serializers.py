@@ -66,6 +66,18 @@ _OPENAPI = {
     "retry_on": {"type": "array", "items": {"type": "string", "enum": ["lost", "failed", "timeout"]}},
     "pool": {"type": "string", "enum": ["any", "own"]},
     "min_trust": {"type": "string", "enum": ["community", "platform"]},
+    "outputs": {
+        "type": "object",
+        "nullable": True,
+        "properties": {"paths": {"type": "array", "items": {"type": "string"}}, "max_bytes": {"type": "integer"}},
+    },
+    "inputs_from": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"job": {"type": "integer"}, "path": {"type": "string"}, "to": {"type": "string"}},
+        },
+    },
 }
 
 
@@ -98,7 +110,7 @@ class JobSerializer(serializers.ModelSerializer):
             "network", "gpu_count", "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
             "min_trust", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
-            "priority",
+            "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason",
         ]  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from django.utils import timezone
 from euler import metrics
 from jobs import wakeups
 from jobs.models import Attempt, Job
+from jobs.outputs import selectors as output_selectors
 from jobs.scheduling import policy, saving
 from jobs.scheduling.loading import (  # noqa: F401  (re-exported: callers and tests name them through cycle)
     job_snapshot,
@@ -96,11 +97,14 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     )
     if not jobs:
         return stats
+    by_id = {job.pk: job for job in jobs}
+    waiting = output_selectors.inputs_waiting(jobs)  # inputs_from: placed once those outputs are stored
+    jobs = [job for job in jobs if job.pk not in waiting]
     if "nodes" not in rows:  # static node facts once per pass; what attempts hold is re-read every batch
         rows["nodes"], rows["stored"] = node_rows()
     nodes, stored = with_usage(rows["nodes"]), rows["stored"]
     placements, pending = _plan(jobs, nodes, now=now, rows=rows, stats=stats)
-    by_id = {job.pk: job for job in jobs}
+    pending.update(waiting)
     stats.placed, added = saving.assign(by_id, placements, {node.id: node.name for node in nodes}, now=now)
     saving.save_pending(by_id, pending)
     saving.refresh_counters(nodes, stored, added)

@@ -8,6 +8,7 @@ from django.urls import include, path
 node_api_v1 = [
     path("", include("nodes.node_api.urls")),
     path("", include("jobs.node_api.urls")),
+    path("", include("jobs.outputs.node_urls")),
 ]
 
 urlpatterns = [path("node-api/v1/", include(node_api_v1))]

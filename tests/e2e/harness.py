@@ -175,6 +175,7 @@ class Platform:
             EULER_ENCRYPTION_KEYS=settings.EULER_ENCRYPTION_KEYS,
             EULER_NODE_HTTP_ALLOWED_NETWORKS="127.0.0.0/8,::1/128",
             EULER_DATA_DIR=str(self.tmp / "data"),
+            EULER_PUBLIC_URL=self.url,  # input files' URLs in assignments (job outputs) name it
             PYTHONUNBUFFERED="1",
             # Test jobs write next to nothing: a CI runner with less than the 10 GiB default free still places them.
             EULER_JOB_DEFAULT_DISK_BYTES=str(256 << 20),

@@ -33,6 +33,8 @@ COMMANDS: dict[str, Entry] = {
     ),
     "logs": Entry("euler_client.cli.jobs:logs", "Print a job's output (-f follows it).", "Shortcuts"),
     "cancel": Entry("euler_client.cli.jobs:cancel", "Cancel jobs.", "Shortcuts"),
+    "outputs": Entry("euler_client.cli.outputs:outputs", "List a job's output files."),
+    "download": Entry("euler_client.cli.outputs:download", "Download a job's output files (sha256 checked)."),
     "jobs": Entry("euler_client.cli.jobs:jobs", "Jobs: list (default), show, run, logs, cancel, wait, retry."),
     "nodes": Entry("euler_client.cli.nodes:nodes", "Nodes: list (default), show, token."),
     "agents": Entry("euler_client.cli.agents:agents", "Agents: list (default), show, create, delete, invoke."),

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from euler.backup import BackupError, backup
+from euler.backup import BackupError, backup, backup_outputs
 
 
 class Command(BaseCommand):
@@ -20,6 +20,9 @@ class Command(BaseCommand):
             manifest = backup(directory)
         except BackupError as exc:
             raise CommandError(str(exc)) from None
+        copied = backup_outputs(directory)
+        if copied:
+            self.stdout.write(f"job outputs: {copied} files copied from the filesystem store")
         keys = ", ".join(manifest.encryption_key_ids) or "none"
         self.stdout.write(f"backup written to {directory} ({manifest.engine}, {manifest.created_at})")
         self.stdout.write(f"it needs these encryption keys to restore (keep them apart from it): {keys}")

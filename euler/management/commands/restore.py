@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from euler.backup import BackupError, pending_migrations, restore
+from euler.backup import BackupError, pending_migrations, restore, restore_outputs
 
 
 class Command(BaseCommand):
@@ -21,6 +21,9 @@ class Command(BaseCommand):
         except BackupError as exc:
             raise CommandError(f"restore refused: {exc}") from None
         self.stdout.write(f"restored the backup of {manifest.created_at} ({manifest.engine})")
+        copied = restore_outputs(directory)
+        if copied:
+            self.stdout.write(f"job outputs: {copied} files put back into the filesystem store")
         pending = pending_migrations(manifest)
         if pending:
             self.stdout.write(f"{len(pending)} newer migration(s) to apply: run `manage.py migrate` before starting")

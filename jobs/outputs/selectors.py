@@ -1,0 +1,107 @@
+"""Reads of outputs: a job's files for its project, an input for the node that may fetch it, what a project
+stores, and what an assignment carries (the outputs to collect, the inputs to place)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db.models import Sum
+
+from euler.errors import NotFound
+from jobs.fencing import current_attempt
+from jobs.models import Job
+from jobs.outputs import store
+from jobs.outputs.models import OutputFile
+from jobs.states import TERMINAL
+from nodeagent import protocol
+
+
+def project_job(*, project, job_id: int) -> Job:
+    job = Job.objects.filter(project=project, pk=job_id).defer("env").first()
+    if job is None:
+        raise NotFound("No such job.")
+    return job
+
+
+def job_files(*, job: Job):
+    return OutputFile.objects.filter(job=job, complete=True).order_by("path")
+
+
+def job_file(*, job: Job, path: str) -> OutputFile:
+    row = OutputFile.objects.filter(job=job, complete=True, path=path).order_by("-pk").first()
+    if row is None:
+        raise NotFound(f"Job {job.pk} has no output {path[:200]!r}.", code="no_such_output")
+    return row
+
+
+def stored_bytes(*, project) -> int:
+    """Bytes of output the project stores (and holds for uploads under way): what its quota counts."""
+    return OutputFile.objects.filter(project=project).aggregate(n=Sum("size"))["n"] or 0
+
+
+def input_for_node(*, node, attempt_id: int, output_id: int) -> OutputFile:
+    """The input file, if `node` holds the current attempt `attempt_id` and its job names the file in
+    `inputs_from`; else 404 (409 `stale_attempt` for an attempt that is not current there)."""
+    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    job = attempt.job
+    row = OutputFile.objects.filter(pk=output_id, complete=True, project_id=job.project_id).first()
+    if row is None or not any(i["job"] == row.job_id and i["path"] == row.path for i in job.inputs_from or []):
+        raise NotFound("This attempt has no such input.", code="no_such_input")
+    return row
+
+
+def _latest(inputs: list[dict], project_id: int) -> dict[tuple[int, str], OutputFile]:
+    if not inputs:
+        return {}
+    rows = OutputFile.objects.filter(
+        project_id=project_id,
+        complete=True,
+        job_id__in={i["job"] for i in inputs},
+        path__in={i["path"] for i in inputs},
+    ).order_by("pk")
+    return {(r.job_id, r.path): r for r in rows}
+
+
+def assignment_fields(*, job: Job, attempt) -> dict:
+    """`outputs` and `inputs` of the attempt's Assignment."""
+    fields: dict = {}
+    if job.outputs:
+        fields["outputs"] = protocol.OutputSpec(paths=job.outputs["paths"], max_bytes=job.outputs["max_bytes"])
+    inputs = list(job.inputs_from or [])
+    rows = _latest(inputs, job.project_id)
+    files = []
+    for item in inputs:
+        row = rows.get((item["job"], item["path"]))
+        if row is None:
+            continue  # removed since the scheduler placed the job (retention): the agent reports it missing
+        if store.is_bucket():
+            url, authenticated = store.presigned_get(row.storage_key), False
+        else:
+            path = protocol.PATH_INPUT_FILE.format(attempt_id=attempt.pk, output_id=row.pk)
+            url, authenticated = f"{settings.EULER_PUBLIC_URL.rstrip('/')}/node-api/v1/{path}", True
+        files.append(protocol.InputFile(output_id=row.pk, url=url, authenticated=authenticated, sha256=row.sha256,
+                                        size=row.size, to=item["to"]))  # fmt: skip
+    if files:
+        fields["inputs"] = files
+    return fields
+
+
+def inputs_waiting(jobs: list[Job]) -> dict[int, str]:
+    """The scheduler's gate: queued jobs whose inputs are not all stored yet, with the reason each waits."""
+    wanted = [job for job in jobs if job.inputs_from]
+    if not wanted:
+        return {}
+    refs = {i["job"] for job in wanted for i in job.inputs_from}
+    paths = {i["path"] for job in wanted for i in job.inputs_from}
+    have = set(OutputFile.objects.filter(job_id__in=refs, path__in=paths, complete=True).values_list("job_id", "path"))
+    states = dict(Job.objects.filter(pk__in=refs).values_list("pk", "state"))
+    waiting = {}
+    for job in wanted:
+        for i in job.inputs_from:
+            if (i["job"], i["path"]) in have:
+                continue
+            if states.get(i["job"]) in TERMINAL or i["job"] not in states:
+                waiting[job.pk] = f"input {i['path']} of job {i['job']}: that job ended without it (cancel this job)"
+            else:
+                waiting[job.pk] = f"waiting for job {i['job']} to store its output {i['path']}"
+            break
+    return waiting

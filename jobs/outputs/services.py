@@ -1,0 +1,224 @@
+"""Writes of outputs and inputs: checking a submission's inputs, planning a node's manifest, taking its chunks,
+checking a bucket upload, and noting on the job every file that was not kept (never a silent drop)."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from euler.errors import Conflict, EulerError, InvalidInput, NotFound
+from jobs.fencing import current_attempt
+from jobs.models import Attempt, Job, JobEvent
+from jobs.outputs import rules, store
+from jobs.outputs.models import OutputFile
+from nodeagent import protocol
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+LISTED_IN_EVENT = 5  # refused files named in one event message; the rest are counted
+
+
+class ChunkTooLarge(EulerError):
+    code = "output_chunk_too_large"
+    status_code = 413
+
+
+# --- submit ----------------------------------------------------------------------------------------------------
+def check_inputs(*, project, inputs: list[dict]) -> None:
+    """Each input names a job of this project (else 404, like any other cross-project reference) that declared
+    an output its path falls under (else 400 `no_such_output`), or, once that job stored its outputs, one of them."""
+    for item in inputs:
+        job = Job.objects.filter(pk=item["job"], project=project).only("pk", "outputs").first()
+        if job is None:
+            raise NotFound(f"No such job: {item['job']} (inputs_from).")
+        declared = [p.rsplit("/", 1)[-1] for p in (job.outputs or {}).get("paths", [])]
+        path = item["path"]
+        if not any(path == name or path.startswith(name + "/") for name in declared):
+            raise InvalidInput(
+                f"Job {job.pk} declares no output {path!r} (its outputs are listed under {declared or 'nothing'}).",
+                code="no_such_output",
+            )
+        stored = OutputFile.objects.filter(job=job, complete=True)
+        if stored.exists() and not stored.filter(path=path).exists():
+            raise InvalidInput(
+                f"Job {job.pk} stored no output {path!r} (`euler outputs {job.pk}`).", code="no_such_output"
+            )
+
+
+# --- events ----------------------------------------------------------------------------------------------------
+def note_truncated(*, job: Job, attempt: Attempt | None, why: str, message: str) -> None:
+    """Mark the job's outputs truncated and say why in its event log."""
+    message = message[:1000]
+    Job.objects.filter(pk=job.pk).update(outputs_truncated=True)
+    Job.objects.filter(pk=job.pk, outputs_reason="").update(outputs_reason=message[:500])
+    JobEvent.objects.create(job=job, attempt=attempt, from_state=job.state, to_state=job.state, reason=why[:32],
+                            message=message)  # fmt: skip
+
+
+def _describe(skips: list[protocol.OutputSkip], total: int) -> str:
+    named = "; ".join(f"{s.path} ({s.reason}{': ' + s.message if s.message else ''})" for s in skips[:LISTED_IN_EVENT])
+    more = total - min(len(skips), LISTED_IN_EVENT)
+    return f"{total} output file(s) not kept: {named}" + (f"; and {more} more" if more > 0 else "")
+
+
+def note_report(*, job: Job, attempt: Attempt, report: protocol.AttemptReport) -> None:
+    """The agent's last word on the outputs (the `ended` report): a failed collection or upload is noted."""
+    if report.outputs == "failed":
+        note_truncated(job=job, attempt=attempt, why="outputs_failed",
+                       message=f"outputs were not stored: {report.outputs_message or 'the upload failed'}")  # fmt: skip
+    elif report.outputs == "truncated" and report.outputs_message:
+        JobEvent.objects.create(job=job, attempt=attempt, from_state=job.state, to_state=job.state,
+                                reason="outputs_truncated", message=report.outputs_message[:1000])  # fmt: skip
+        Job.objects.filter(pk=job.pk).update(outputs_truncated=True)
+
+
+# --- the manifest's plan -------------------------------------------------------------------------------------------
+def _quota_left(job: Job, attempt: Attempt) -> int:
+    from quotas.models import Quota
+
+    # The quota row, locked: two attempts of one project plan one after the other, so both cannot take the rest.
+    limit = Quota.objects.select_for_update().filter(project_id=job.project_id).values_list("output_bytes", flat=True)
+    limit = limit.first()
+    if limit is None:
+        return 0
+    used = OutputFile.objects.filter(project_id=job.project_id).exclude(attempt=attempt).aggregate(n=Sum("size"))["n"]
+    return max(0, limit - (used or 0))
+
+
+def _upload(row: OutputFile) -> protocol.OutputUpload:
+    if store.is_bucket():
+        url, headers = store.presigned_put(row.storage_key, sha256=row.sha256, size=row.size)
+        return protocol.OutputUpload(file_id=row.pk, path=row.path, method="put", url=url, headers=headers)
+    return protocol.OutputUpload(file_id=row.pk, path=row.path, method="chunks", offset=row.received)
+
+
+def _new_row(job: Job, attempt: Attempt, f: protocol.OutputFile) -> OutputFile:
+    """An unsaved row for a newly accepted file; an empty file is stored at once (nothing to send)."""
+    key = f"jobs/{job.pk}/{attempt.pk}/{uuid.uuid4().hex}"
+    row = OutputFile(job=job, attempt=attempt, project_id=job.project_id, path=f.path, size=f.size, sha256=f.sha256,
+                     storage_key=key)  # fmt: skip
+    if f.size == 0 and f.sha256 == EMPTY_SHA256:
+        store.storage().save(key, ContentFile(b""))
+        row.complete, row.completed_at = True, timezone.now()
+    return row
+
+
+@transaction.atomic
+def plan_manifest(*, node, attempt_id: int, manifest: protocol.OutputManifest) -> protocol.OutputsPlan:
+    """Which of the manifest's files the server takes, and how each is sent. Idempotent per attempt: a second
+    manifest (the agent restarted) keeps the files already held and the offsets reached. An earlier attempt's
+    files are replaced by this one's."""
+    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    job = Job.objects.select_for_update().defer("env").get(pk=attempt.job_id)
+    if not job.outputs:
+        raise InvalidInput("This job declared no outputs.", code="no_outputs_declared")
+    OutputFile.objects.filter(job=job).exclude(attempt=attempt).delete()  # each row's file goes on commit
+    decision = rules.plan(list(manifest.files), job_cap=job.outputs["max_bytes"], quota_left=_quota_left(job, attempt))
+    wanted = {f.path: f for f in decision.accepted}
+    held = {row.path: row for row in OutputFile.objects.filter(attempt=attempt)}
+    stale = [row.pk for path, row in held.items() if (row.size, row.sha256) != _facts(wanted.get(path))]
+    OutputFile.objects.filter(pk__in=stale).delete()  # no longer in the manifest, or another file now
+    held = {path: row for path, row in held.items() if row.pk not in set(stale)}
+    fresh = [_new_row(job, attempt, f) for f in decision.accepted if f.path not in held]
+    held.update((row.path, row) for row in OutputFile.objects.bulk_create(fresh, batch_size=1000))
+    uploads = [_upload(held[f.path]) for f in decision.accepted if not held[f.path].complete]
+    skipped = [*manifest.skipped, *decision.refused]
+    total = manifest.skipped_total + len(decision.refused) if manifest.skipped_total else len(skipped)
+    if manifest.error:
+        note_truncated(
+            job=job, attempt=attempt, why="outputs_failed", message=f"collecting outputs failed: {manifest.error}"
+        )
+    if skipped:
+        note_truncated(job=job, attempt=attempt, why=_why(skipped), message=_describe(skipped, total))
+    return protocol.OutputsPlan(uploads=uploads, refused=list(decision.refused))
+
+
+def _facts(f: protocol.OutputFile | None) -> tuple[int, str] | None:
+    return None if f is None else (f.size, f.sha256)
+
+
+def _why(skips: list[protocol.OutputSkip]) -> str:
+    reasons = {s.reason for s in skips}
+    return f"outputs_{reasons.pop()}"[:32] if len(reasons) == 1 else "outputs_truncated"
+
+
+# --- chunks (the filesystem store) ---------------------------------------------------------------------------------
+def _row(attempt: Attempt, file_id: int) -> OutputFile:
+    row = OutputFile.objects.select_for_update().filter(pk=file_id, attempt=attempt).first()
+    if row is None:
+        raise NotFound("This attempt has no such output file.", code="no_such_output")
+    return row
+
+
+def file_state(*, node, attempt_id: int, file_id: int) -> protocol.OutputFileReply:
+    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    row = OutputFile.objects.filter(pk=file_id, attempt=attempt).first()
+    if row is None:
+        raise NotFound("This attempt has no such output file.", code="no_such_output")
+    return protocol.OutputFileReply(offset=row.size if row.complete else row.received, complete=row.complete)
+
+
+def receive_chunk(*, node, attempt_id: int, file_id: int, content_range: str | None, data: bytes):
+    """Append one chunk at the offset the server holds (else 409 with that offset); the last one is checked
+    against the manifest's sha256 (a mismatch: 400 `sha256_mismatch`, the file starts again at 0: committed)."""
+    reply = _receive(node=node, attempt_id=attempt_id, file_id=file_id, content_range=content_range, data=data)
+    if reply is None:
+        raise _Mismatch()
+    return reply
+
+
+@transaction.atomic
+def _receive(*, node, attempt_id: int, file_id: int, content_range: str | None, data: bytes):
+    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    row = _row(attempt, file_id)
+    if store.is_bucket():
+        raise InvalidInput("This server stores outputs in a bucket: PUT to the plan's URL.", code="use_presigned_put")
+    parsed = rules.content_range(content_range)
+    if parsed is None:
+        raise InvalidInput("Content-Range must be `bytes START-END/SIZE`.", code="invalid_content_range")
+    start, end, size = parsed
+    if size != row.size or len(data) != end - start + 1:
+        raise InvalidInput(f"The chunk does not match its Content-Range or the file's size ({row.size}).",
+                           code="invalid_content_range")  # fmt: skip
+    if row.complete:
+        return protocol.OutputFileReply(offset=row.size, complete=True)
+    if start != row.received:
+        raise Conflict(f"The server holds {row.received} bytes of this file: send from there.",
+                       code="offset_mismatch", extra={"offset": row.received})  # fmt: skip
+    row.received = store.append(row.storage_key, start, data)
+    if row.received == row.size:
+        if store.sha256_hex(row.storage_key) != row.sha256:
+            store.reset(row.storage_key)
+            OutputFile.objects.filter(pk=row.pk).update(received=0)
+            return None
+        row.complete, row.completed_at = True, timezone.now()
+    row.save(update_fields=["received", "complete", "completed_at"])
+    return protocol.OutputFileReply(offset=row.received, complete=row.complete)
+
+
+class _Mismatch(InvalidInput):
+    code = "sha256_mismatch"
+    message = "The file's bytes do not match the manifest's sha256: send it again from offset 0."
+
+    def __init__(self):
+        super().__init__(extra={"offset": 0})
+
+
+@transaction.atomic
+def upload_done(*, node, attempt_id: int, file_id: int) -> protocol.OutputFileReply:
+    """A presigned PUT finished: check the object (size, sha256) and mark the file complete."""
+    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    row = _row(attempt, file_id)
+    if row.complete or not store.is_bucket():
+        return protocol.OutputFileReply(offset=row.size if row.complete else row.received, complete=row.complete)
+    why = store.bucket_check(row.storage_key, size=row.size, sha256=row.sha256)
+    if why:
+        raise InvalidInput(f"The upload is not the file the manifest described: {why}.", code="sha256_mismatch",
+                           extra={"offset": 0})  # fmt: skip
+    row.received, row.complete, row.completed_at = row.size, True, timezone.now()
+    row.save(update_fields=["received", "complete", "completed_at"])
+    return protocol.OutputFileReply(offset=row.size, complete=True)
