@@ -176,6 +176,7 @@ class AttemptRun:
                 **self.ex.container_options(a),
             )
             # Attached before the start: the job's output is read from the first byte, with backpressure.
+            self.record["runtime"] = self.ex.runtime_name(kwargs)
             cid, self._attach = runner.create_attach_and_start(kwargs)
             self._stream = self._attach  # from here on close_reader (agent closing) releases it
         except RunnerError as exc:
@@ -218,7 +219,7 @@ class AttemptRun:
             self._reading = True
             threading.Thread(target=self._read_logs, args=(cid,), daemon=True).start()
         if not self.record.get("running_reported"):
-            self._report({"state": "running", "container_id": cid})
+            self._report({"state": "running", "container_id": cid, "runtime": self.record.get("runtime", "")})
             self._save(running_reported=True)
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True).start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)

@@ -99,6 +99,11 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
     egress = Egress(policy=config.network, names=names_for(instance, config.name), docker_client=executor.runner.client)
     egress.start()
     executor.egress = egress
+    # The runtimes offered (probed now, again after an engine restart), and the lender's least isolation.
+    from nodeagent.runtimes import RuntimeProbe
+
+    executor.runtimes = RuntimeProbe(executor.runner.client, config.runtimes, owner=executor.owner)
+    executor.runtimes.start()
     return executor
 
 
@@ -181,6 +186,9 @@ class Daemon:
         if executor is not None and hasattr(executor, "network_status"):
             extra["job_egress"], extra["job_egress_error"] = executor.network_status()
         extra["allowed_images"] = list(self.config.images.patterns)
+        if executor is not None and getattr(executor, "runtimes", None) is not None:
+            extra["runtimes"] = executor.runtimes.offered()
+        extra["min_isolation"] = self.config.runtimes.min_isolation
         return apply_caps(machine.model_copy(update=extra), self.config.caps)
 
     # --- loops -----------------------------------------------------------------------------------
