@@ -37,6 +37,8 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         gpu_uuids=list(attempt.gpu_uuids or []),
         timeout_seconds=job.timeout_seconds,
         node_trust=node.trust,
+        runtime=attempt.runtime,
+        isolation=attempt.isolation,
     )
 
 

@@ -167,6 +167,16 @@ def min_trust(value) -> str:
     return value
 
 
+def isolation(value) -> str:
+    if value not in ("default", "sandbox"):
+        raise InvalidInput(
+            "isolation is 'default' (what each node's trust level requires) or 'sandbox' (a sandboxed runtime, "
+            "gVisor's runsc, on every node).",
+            code="invalid_isolation",
+        )
+    return value
+
+
 def priority(value) -> int:
     return _int(value, code="invalid_priority", low=-MAX_PRIORITY, high=MAX_PRIORITY, what="priority")
 
@@ -190,4 +200,5 @@ FIELDS = {
     "pool": (pool, lambda: "any"),
     "min_trust": (min_trust, lambda: "community"),
     "priority": (priority, lambda: 0),
+    "isolation": (isolation, lambda: "default"),
 }

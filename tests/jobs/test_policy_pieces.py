@@ -36,6 +36,7 @@ REJECTED_BY = {
     filters.labels: (node(labels=frozenset({("disk", "hdd")})), job(node_selector=frozenset({("disk", "ssd")}))),
     filters.egress: (node(runs_networked=False), job()),
     filters.image: (node(image_patterns=("ghcr.io",)), job(image="alpine:3.20")),
+    filters.isolation: (node(), job(isolation="sandbox")),
 }
 
 
