@@ -39,7 +39,7 @@ class Euler:
         self.http = httpx.Client(base_url=platform.url + "/api/v1/", headers={"X-Euler-API-Key": self.key}, timeout=30)
         self.node_names: list[str] = []
 
-    def node(self, *, trust: str = "platform", public_pool: bool = True) -> str:
+    def node(self, *, trust: str = "platform", public_pool: bool = True, env: dict | None = None) -> str:
         """Start an agent, approve its node; returns the node name once it is online and approved."""
         from nodes.models import Node
         from nodes.services import enrollment_token_create, node_approve
@@ -47,7 +47,7 @@ class Euler:
         name = f"e2e-{uuid.uuid4().hex[:6]}"
         project = self.project if trust != "platform" else None
         _, token = enrollment_token_create(trust=trust, project=project, label="e2e")
-        agent = self.platform.start_agent(name, token=token)
+        agent = self.platform.start_agent(name, token=token, env=env)
         node = self.platform.wait_for(lambda: Node.objects.filter(name=name).first(), f"{name} enrolls")
         node_approve(node=node, trust=trust, public_pool=public_pool)
         self.platform.wait_for(lambda: "approved" in agent.log(), f"{name} learns it is approved")
