@@ -220,6 +220,7 @@ class RuntimeProbe:
         except Exception as exc:  # noqa: BLE001 - no engine: nothing offered until it answers
             log.warning("cannot list the engine's runtimes: %s", exc)
             return self.offered()
+        self._reap_probes()
         image_error = self._ensure_image()
         offered, refused = [], {}
         for c in found:
@@ -244,6 +245,14 @@ class RuntimeProbe:
             log.info("runtimes offered: %s", ", ".join(_describe(r) for r in offered) or "none")
         self.probed.set()
         return offered
+
+    def _reap_probes(self) -> None:
+        """Probe containers this agent left behind (it died mid-probe): removed before probing again."""
+        try:
+            for c in self.docker.api.containers(all=True, filters={"label": f"{PROBE_LABEL}={self.owner or 'true'}"}):
+                self.docker.api.remove_container(c["Id"], force=True)
+        except Exception as exc:  # noqa: BLE001 - tried again at the next probe
+            log.info("could not remove leftover probe containers: %s", exc)
 
     def _ensure_image(self) -> str:
         image = self.policy.probe_image

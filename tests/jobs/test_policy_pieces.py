@@ -14,7 +14,18 @@ from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
 
 GIB = 1024**3
 ROOT = Path(__file__).resolve().parents[2]
-PURE = ("snapshots", "filters", "scores", "capacity", "fairshare", "reservations", "reasons", "pacing", "policy")
+PURE = (
+    "snapshots",
+    "filters",
+    "scores",
+    "capacity",
+    "fairshare",
+    "reservations",
+    "reasons",
+    "pacing",
+    "policy",
+    "isolation",
+)
 
 
 def node(**over) -> NodeSnapshot:
