@@ -101,8 +101,13 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
         raise fencing.StaleAttempt()
     if report.state == "running":
         deadline = now + timedelta(seconds=job.timeout_seconds + settings.EULER_JOB_TIMEOUT_GRACE)
+        ran_under = {"runtime": report.runtime} if report.runtime else {}  # what the node started it with
         updated = Attempt.objects.filter(pk=attempt.pk, node=node, state=AttemptState.ASSIGNED).update(
-            state=AttemptState.RUNNING, started_at=now, deadline_at=deadline, container_id=report.container_id
+            state=AttemptState.RUNNING,
+            started_at=now,
+            deadline_at=deadline,
+            container_id=report.container_id,
+            **ran_under,
         )
         if updated == 1 and job.state == JobState.ASSIGNED:
             transitions.move(job, JobState.RUNNING, attempt=attempt, now=now)

@@ -5,8 +5,9 @@ from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
 
-from euler.env import env_float, env_int, env_list
+from euler.env import env_float, env_int, env_list, env_str
 from jobs.outputs import conf as _outputs_conf
+from jobs.scheduling.isolation import parse_trust_min as _parse_trust_min
 
 # How often beat runs a scheduling pass (passes also run on submit, attempt end and node changes).
 EULER_SCHEDULER_INTERVAL = env_float("EULER_SCHEDULER_INTERVAL", 2.0, minimum=0.1)
@@ -38,6 +39,13 @@ EULER_ALLOWED_REGISTRIES = env_list("EULER_ALLOWED_REGISTRIES", [])
 for _entry in EULER_ALLOWED_REGISTRIES:
     if not re.fullmatch(r"[A-Za-z0-9.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?", _entry):
         raise ImproperlyConfigured(f"EULER_ALLOWED_REGISTRIES: {_entry!r} is not a registry host or host:port")
+
+# The least isolation each node trust level runs jobs under: `trust=level` pairs (level runc or sandbox); trust
+# levels not named keep the default community=sandbox, platform=runc, untrusted=runc (docs/nodes.md).
+try:
+    EULER_TRUST_MIN_ISOLATION = _parse_trust_min(env_str("EULER_TRUST_MIN_ISOLATION", "") or "")
+except ValueError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
 
 BEAT_SCHEDULE: dict = {
     "jobs-schedule-pass": {"task": "jobs.tasks.schedule", "schedule": timedelta(seconds=EULER_SCHEDULER_INTERVAL)},

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from euler.crypto import EncryptedField
-from jobs.states import AttemptState, JobState, MinTrust, Network, Pool
+from jobs.states import AttemptState, Isolation, JobState, MinTrust, Network, Pool
 
 
 def _default_retry_on() -> list[str]:
@@ -25,6 +25,7 @@ class Job(models.Model):
     # Writable layer and anything else the job writes on the node; 0 (jobs older than the field): not limited.
     disk_bytes = models.BigIntegerField(default=0)
     network = models.CharField(max_length=8, choices=Network.choices, default=Network.DEFAULT)
+    isolation = models.CharField(max_length=8, choices=Isolation.choices, default=Isolation.DEFAULT)
     gpu_count = models.IntegerField(default=0)
     timeout_seconds = models.IntegerField()
     region = models.CharField(max_length=63, blank=True, default="")
@@ -85,6 +86,10 @@ class Attempt(models.Model):
     reason = models.CharField(max_length=32, blank=True, default="")
     message = models.CharField(max_length=2000, blank=True, default="")
     container_id = models.CharField(max_length=128, blank=True, default="")
+    # The runtime the scheduler chose (jobs/scheduling/isolation.py), then the one the node says it started the
+    # container with; `isolation` what the job needed on that node (runc | sandbox), which the agent checks.
+    runtime = models.CharField(max_length=63, blank=True, default="")
+    isolation = models.CharField(max_length=8, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -39,6 +39,8 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         timeout_seconds=job.timeout_seconds,
         node_trust=node.trust,
         **output_selectors.assignment_fields(job=job, attempt=attempt),
+        runtime=attempt.runtime,
+        isolation=attempt.isolation,
     )
 
 

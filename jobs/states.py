@@ -34,6 +34,11 @@ class Network(models.TextChoices):
     NONE = "none", "No network: loopback only"
 
 
+class Isolation(models.TextChoices):
+    DEFAULT = "default", "What the node's trust level (or its lender) requires: runc or a sandbox"
+    SANDBOX = "sandbox", "A sandboxed runtime (gVisor's runsc) on every node"
+
+
 class MinTrust(models.TextChoices):
     COMMUNITY = "community", "Community"
     PLATFORM = "platform", "Platform"

@@ -168,6 +168,16 @@ def min_trust(value) -> str:
     return value
 
 
+def isolation(value) -> str:
+    if value not in ("default", "sandbox"):
+        raise InvalidInput(
+            "isolation is 'default' (what each node's trust level requires) or 'sandbox' (a sandboxed runtime, "
+            "gVisor's runsc, on every node).",
+            code="invalid_isolation",
+        )
+    return value
+
+
 def priority(value) -> int:
     return _int(value, code="invalid_priority", low=-MAX_PRIORITY, high=MAX_PRIORITY, what="priority")
 
@@ -201,4 +211,5 @@ FIELDS = {
     "priority": (priority, lambda: 0),
     "outputs": (outputs, lambda: None),
     "inputs_from": (output_rules.inputs_from, list),
+    "isolation": (isolation, lambda: "default"),
 }

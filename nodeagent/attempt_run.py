@@ -189,6 +189,7 @@ class AttemptRun:
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
             # Attached before the start: the job's output is read from the first byte, with backpressure.
             spec = self.ex.container_spec(a)
+            self.record["runtime"] = self.ex.runtime_name(spec)
             cid, self._attach = runner.create_attach_and_start(spec, before_start=self._before_start)
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
@@ -227,7 +228,9 @@ class AttemptRun:
             self.reader = self._reader(cid)
             self.reader.start()
         if not self.record.get("running_reported"):
-            self._report(protocol.AttemptReport(state="running", container_id=cid))
+            self._report(
+                protocol.AttemptReport(state="running", container_id=cid, runtime=self.record.get("runtime", ""))
+            )
             self._save(running_reported=True)
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True, name=f"euler-exit-{self.attempt_id}").start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)

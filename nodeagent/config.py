@@ -23,6 +23,7 @@ from nodeagent.offer import (
     load_image_policy,
     load_network_policy,
 )
+from nodeagent.runtimes import RuntimeConfigError, RuntimePolicy, load_policy
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -45,6 +46,7 @@ class AgentConfig:
     caps: Caps = field(default_factory=Caps)  # the lender's caps on what this node offers
     network: NetworkPolicy = field(default_factory=NetworkPolicy)  # the jobs' egress policy
     images: ImagePolicy = field(default_factory=ImagePolicy)  # which images run here, and the cache cap
+    runtimes: RuntimePolicy = field(default_factory=RuntimePolicy)  # which runtimes are offered, the least isolation
 
 
 def _bool(env: Mapping[str, str], name: str) -> bool:
@@ -125,7 +127,8 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
     state_dir = Path(env.get("EULER_NODE_STATE_DIR") or default_state_dir()).expanduser()
     try:
         caps, network, images = load_caps(env), load_network_policy(env), load_image_policy(env)
-    except OfferError as exc:
+        runtimes = load_policy(env)
+    except (OfferError, RuntimeConfigError) as exc:
         raise ConfigError(str(exc)) from None
     return AgentConfig(
         url=url,
@@ -139,4 +142,5 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         caps=caps,
         network=network,
         images=images,
+        runtimes=runtimes,
     )

@@ -21,6 +21,11 @@ CONTAINER_LOG_FILES = 4
 CONTAINER_LOG_ENTRY_BYTES = 128 * 1024
 MAX_PIDS_LIMIT = 65_536
 MIN_MEMORY_BYTES = 4 * 1024 * 1024
+# gVisor's sandbox (runsc on its default ptrace platform) runs in the container's pids cgroup: its own threads and
+# one stub process per job thread count there, about 8 host tasks per job process (measured: a 512 limit holds
+# ~64 sandboxed processes). Under a sandbox the cgroup limit is this many times the job's, so that the job keeps
+# its allowance; the host stays bounded all the same. Below ~32 the sandbox itself cannot start.
+SANDBOX_PIDS_FACTOR = 8
 
 
 def container_name(*, node_name: str, attempt_id: int, owner: str = "") -> str:
@@ -59,6 +64,8 @@ def create_kwargs(
     network: str | None = None,
     disk_quota: bool = False,
     memory_volumes: tuple[str, ...] = (),
+    runtime: str = "",
+    sandbox: bool = False,
 ) -> dict[str, Any]:
     """The exact kwargs for `client.containers.create(**kwargs)`; unknown input fields are ignored.
 
@@ -67,10 +74,14 @@ def create_kwargs(
     enforces `storage_opt size`, so the job's `disk_bytes` is also a hard quota on its writable layer.
     `memory_volumes`: the image's VOLUME paths, where the agent cannot measure volumes on disk: each becomes a
     tmpfs (no bytes on the lender's disk; what the job writes there counts against its memory limit).
+    `runtime`: the engine runtime the agent chose and checked (nodeagent/runtimes.py; "": the engine's default);
+    `sandbox`: it is gVisor's, whose own tasks share the job's pids limit (SANDBOX_PIDS_FACTOR).
     """
     a = assignment if isinstance(assignment, protocol.Assignment) else protocol.Assignment.model_validate(assignment)
     pids = a.pids_limit if 0 < a.pids_limit <= MAX_PIDS_LIMIT else DEFAULT_PIDS_LIMIT
     memory = max(int(a.memory_bytes), MIN_MEMORY_BYTES)
+    if sandbox:
+        pids *= SANDBOX_PIDS_FACTOR
     kwargs: dict[str, Any] = {
         "image": a.image,
         "command": list(a.command),
@@ -87,6 +98,8 @@ def create_kwargs(
         "log_config": container_log_config(log_max_bytes),
         "detach": True,
     }
+    if runtime:
+        kwargs["runtime"] = runtime
     if a.gpu_uuids:
         kwargs["device_requests"] = [DeviceRequest(device_ids=list(a.gpu_uuids), capabilities=[["gpu"]])]
     kwargs["network_mode"] = network if a.network == "default" and network else "none"
@@ -96,3 +109,19 @@ def create_kwargs(
         size = a.disk_bytes if a.disk_bytes > 0 else memory
         kwargs["mounts"] = [Mount(target=path, source=None, type="tmpfs", tmpfs_size=size) for path in memory_volumes]
     return kwargs
+
+
+def probe_kwargs(image: str, network: str, *, sandbox: bool, label: dict[str, str]) -> tuple[dict, dict[str, Any]]:
+    """A runtime probe (nodeagent/runtimes.py): (`api.create_host_config` kwargs, `api.create_container` kwargs
+    but the host config) for `true`, hardened as a job is, on `network` ("none" or the engine's "bridge")."""
+    host = {
+        "network_mode": network,
+        "mem_limit": 128 * 1024 * 1024,
+        "memswap_limit": 128 * 1024 * 1024,
+        "nano_cpus": 500_000_000,
+        "pids_limit": 64 * (SANDBOX_PIDS_FACTOR if sandbox else 1),
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "init": True,
+    }
+    return host, {"image": image, "command": ["true"], "labels": dict(label)}

@@ -77,7 +77,23 @@ class NullExecutor:
         pass
 
 
-def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: bool):
+def start_runtime_probe(config: AgentConfig):
+    """The runtimes this node offers, probed now (before enrollment, so that the node enrolls with them and an
+    approval pins them) and again after each engine restart; None without an engine."""
+    try:
+        import docker
+
+        from nodeagent.runtimes import RuntimeProbe
+
+        probe = RuntimeProbe(docker.from_env(), config.runtimes, owner=state.owner_id(config.state_dir))
+    except Exception as exc:  # noqa: BLE001 - no engine: nothing offered, the node accepts no work anyway
+        log.warning("cannot probe the engine's runtimes: %s", exc)
+        return None
+    probe.start()
+    return probe
+
+
+def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: bool, runtimes=None):
     if not docker_ok:
         log.warning("no Docker engine answers: this node heartbeats but accepts no work")
         return NullExecutor()
@@ -100,6 +116,7 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
     egress = Egress(policy=config.network, names=names_for(instance, config.name), docker_client=executor.runner.client)
     egress.start()
     executor.egress = egress
+    executor.runtimes = runtimes  # the runtimes offered (start_runtime_probe), checked before each start
     return executor
 
 
@@ -125,6 +142,7 @@ class Daemon:
         self.interval = 5.0
         self.poll_wait = float(protocol.POLL_WAIT_SECONDS)  # the server's heartbeat replies may lengthen it
         self.approved = threading.Event()
+        self.runtimes = None  # nodeagent.runtimes.RuntimeProbe, started by run() when an engine answers
 
     # --- enrollment ------------------------------------------------------------------------------
     def enroll(self) -> None:
@@ -182,6 +200,10 @@ class Daemon:
         if executor is not None and hasattr(executor, "network_status"):
             extra["job_egress"], extra["job_egress_error"] = executor.network_status()
         extra["allowed_images"] = list(self.config.images.patterns)
+        runtimes = self.runtimes or getattr(executor, "runtimes", None)
+        if runtimes is not None:
+            extra["runtimes"] = runtimes.offered()
+        extra["min_isolation"] = self.config.runtimes.min_isolation
         return apply_caps(machine.model_copy(update=extra), self.config.caps)
 
     # --- loops -----------------------------------------------------------------------------------
@@ -280,6 +302,8 @@ class Daemon:
     # --- run -------------------------------------------------------------------------------------
     def run(self) -> int:
         log.info("euler-node %s: node %s, control plane %s", __version__, self.config.name, self.config.url)
+        if self.executor is None and self.probe.docker is not None:
+            self.runtimes = start_runtime_probe(self.config)
         try:
             self.enroll()
         except Fatal as exc:
@@ -288,7 +312,9 @@ class Daemon:
         if self.stop.is_set():
             return 0
         if self.executor is None:
-            self.executor = build_executor(self.client, self.config, docker_ok=self.probe.docker is not None)
+            self.executor = build_executor(
+                self.client, self.config, docker_ok=self.probe.docker is not None, runtimes=self.runtimes
+            )
         self.executor.adopt()
         threads = [
             threading.Thread(target=self.heartbeat_loop, name="heartbeat", daemon=True),

@@ -25,6 +25,7 @@ from nodeagent.logship import DEFAULT_SPOOL_BYTES
 from nodeagent.offer import ImagePolicy, load_image_policy
 from nodeagent.outputs.spool import DEFAULT_SPOOL_BYTES as DEFAULT_OUTPUT_SPOOL_BYTES
 from nodeagent.outputs.spool import OutputSpool
+from nodeagent.runtimes import choose
 
 REAP_EVERY_SECONDS = 30.0
 
@@ -103,6 +104,9 @@ class Executor:
         self._reaping = False
         # The job network (nodeagent.egress.Egress, set up by the daemon); None: jobs get no network.
         self.egress = egress
+        # The runtimes this node offers (nodeagent.runtimes.RuntimeProbe, set up by the daemon); None: the engine's
+        # default only, and jobs that need a sandbox are refused.
+        self.runtimes = None
         self.storage_quota = StorageQuota(self.runner.client.api, name_prefix=f"euler-{node_name}")
         self.volume_access = VolumeAccess(self.runner.client.api)
         self._disk_guards: dict[int, DiskGuard] = {}
@@ -184,7 +188,11 @@ class Executor:
 
     # --- what a job may use: network and disk ------------------------------------------------------
     def refuse_reason(self, assignment: protocol.Assignment) -> str | None:
-        """Why this node will not start the job (networked, while the egress rules are not in place)."""
+        """Why this node will not start the job: no runtime here as isolated as the server or the lender asks, or
+        networked while the egress rules are not in place."""
+        _, why = self.runtime_for(assignment)
+        if why:
+            return why
         if assignment.network == "default" and self.egress is not None:
             return self.egress.refuse_reason()
         return None
@@ -208,7 +216,27 @@ class Executor:
         in_memory = (
             self.runner.image_volumes(assignment.image) if limited and not self.volume_access.available() else ()
         )
-        return {"network": network, "disk_quota": quota, "memory_volumes": in_memory}
+        info, _ = self.runtime_for(assignment)
+        runtime = {"runtime": info.name, "sandbox": info.sandbox} if info is not None else {}
+        return {"network": network, "disk_quota": quota, "memory_volumes": in_memory, **runtime}
+
+    def runtime_for(self, assignment: protocol.Assignment):
+        """(the runtime the job runs under or None for the engine's default, why it must not start or None)."""
+        probe = self.runtimes
+        return choose(
+            probe.offered() if probe is not None else [],
+            runtime=assignment.runtime,
+            isolation=assignment.isolation,
+            networked=assignment.network == "default" and self.egress is not None,
+            lender_min=probe.policy.min_isolation if probe is not None else "",
+        )
+
+    def runtime_name(self, kwargs: dict) -> str:
+        """The runtime a container was created with, by name (the engine's default named as it lists it)."""
+        if kwargs.get("runtime"):
+            return kwargs["runtime"]
+        offered = self.runtimes.offered() if self.runtimes is not None else []
+        return next((r.name for r in offered if r.default), "")
 
     def watch_disk(self, run: AttemptRun, container_id: str) -> DiskGuard | None:
         """Measure the container's writable layer and volumes while it runs (with a storage quota too: it does

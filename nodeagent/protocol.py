@@ -87,6 +87,26 @@ class GpuInfo(Strict):
     utilization: float = Field(default=0, ge=0, le=100)
 
 
+# Isolation tiers, weakest first: "runc" (a namespaced container on the host's kernel), "sandbox" (a user-space
+# kernel: gVisor's runsc). A job, a trust level or a lender asks for at least one of them.
+ISOLATION_RUNC = "runc"
+ISOLATION_SANDBOX = "sandbox"
+ISOLATION_LEVELS = (ISOLATION_RUNC, ISOLATION_SANDBOX)
+Isolation = Literal["runc", "sandbox"]
+RuntimeName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+MAX_RUNTIMES = 16
+
+
+class RuntimeInfo(Strict):
+    """A container runtime this node's engine offers, checked by a probe container (nodeagent/runtimes.py)."""
+
+    name: RuntimeName  # as the engine knows it (`docker run --runtime=NAME`)
+    sandbox: bool = False  # gVisor (runsc): the job's system calls meet a user-space kernel, not the host's
+    # The job networks it runs: "none" (loopback only) and "default" (the agent's bridge and egress rules).
+    networks: list[Literal["none", "default"]] = Field(default_factory=list, max_length=2)
+    default: bool = False  # the engine's default runtime
+
+
 class Resources(Strict):
     cpu_milli: int = Field(ge=0, le=10_000_000)
     memory_bytes: int = Field(ge=0)
@@ -103,6 +123,10 @@ class Resources(Strict):
     # The lender's narrowing of images (EULER_NODE_ALLOWED_IMAGES, nodeagent/imageref.py patterns): the scheduler
     # places here only jobs whose image matches one; empty: every image the control plane's policy allows.
     allowed_images: list[ImagePattern] = Field(default_factory=list, max_length=64)
+    # The runtimes that passed this agent's probe (older agents: none listed, the engine's default is used), and
+    # the lender's own minimum isolation (EULER_NODE_MIN_ISOLATION; "" from older agents: none).
+    runtimes: list[RuntimeInfo] = Field(default_factory=list, max_length=MAX_RUNTIMES)
+    min_isolation: Literal["", "runc", "sandbox"] = ""
 
 
 # --- enroll ---------------------------------------------------------------------------------
@@ -198,6 +222,11 @@ class Assignment(Lenient):
     node_trust: Annotated[str, StringConstraints(max_length=16)] = ""
     outputs: OutputSpec | None = None  # None: the job declared no outputs
     inputs: list[InputFile] = Field(default_factory=list)
+    # The runtime the server chose among those this node offered ("" from older servers: the engine's default),
+    # and the isolation the job needs (its own, its node's trust level's): the agent checks both against what it
+    # offers and its lender's minimum, and refuses the start rather than run weaker.
+    runtime: Annotated[str, StringConstraints(max_length=63)] = ""
+    isolation: Annotated[str, StringConstraints(max_length=16)] = ""
 
 
 class PollRequest(Strict):
@@ -225,6 +254,8 @@ class AttemptReport(Strict):
     # failed: `outputs_message` says why). "": no outputs declared.
     outputs: Literal["", "complete", "truncated", "failed"] = ""
     outputs_message: Annotated[str, StringConstraints(max_length=2000)] = ""
+    # For `running`: the runtime the container was created with (its engine's name for it).
+    runtime: Annotated[str, StringConstraints(max_length=63)] = ""
 
 
 class ReportReply(Lenient):

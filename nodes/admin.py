@@ -118,6 +118,7 @@ class NodeAdmin(admin.ModelAdmin):
         "draining",
         "region",
         "gpu_summary",
+        "runtime_summary",
         "capacity_change",
         "job_egress",
         "last_seen",
@@ -155,6 +156,9 @@ class NodeAdmin(admin.ModelAdmin):
         "capped",
         "job_egress",
         "job_egress_error",
+        "runtimes",
+        "approved_runtimes",
+        "lender_min_isolation",
         "allocated_cpu_milli",
         "allocated_memory_bytes",
         "allocated_disk_bytes",
@@ -182,7 +186,14 @@ class NodeAdmin(admin.ModelAdmin):
     def capacity_change(self, obj: Node) -> str:
         """A report above the pinned capacity, waiting for the "Approve the pending capacity change" action."""
         pending = obj.pending_capacity or {}
-        return ", ".join(f"{key} {value}" for key, value in sorted(pending.items())) or "—"
+        shown = {k: (runtime_names(v) if k == "runtimes" else v) for k, v in pending.items()}
+        return ", ".join(f"{key} {value}" for key, value in sorted(shown.items())) or "—"
+
+    @admin.display(description="runtimes")
+    def runtime_summary(self, obj: Node) -> str:
+        """The runtimes jobs may run under here (a sandbox marked), and the lender's minimum if any."""
+        text = runtime_names(obj.runtimes) or "— (engine default)"
+        return text + (f"; lender requires {obj.lender_min_isolation}" if obj.lender_min_isolation else "")
 
     @admin.display(description="GPUs")
     def gpu_summary(self, obj: Node) -> str:
@@ -190,6 +201,10 @@ class NodeAdmin(admin.ModelAdmin):
             return "—"
         models = sorted({g.get("model") or "?" for g in obj.gpus})
         return f"{len(obj.gpus)} × {', '.join(models)}"
+
+
+def runtime_names(runtimes) -> str:
+    return ", ".join(f"{r.get('name')}{' (sandbox)' if r.get('sandbox') else ''}" for r in runtimes or [])
 
 
 class LiveChangeList(ChangeList):

@@ -273,7 +273,10 @@ def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = Fa
 
 def _pinned_as(node: Node) -> dict:
     """The filter that matches the row only while its pinned capacity is the one `node` holds."""
-    return {f"approved_{key}": value for key, value in policy.approved_capacity(node).items()}
+    return {
+        f"approved_{key}__isnull" if value is None else f"approved_{key}": True if value is None else value
+        for key, value in policy.approved_capacity(node).items()
+    }
 
 
 def _changed_quietly(node_id: int) -> None:

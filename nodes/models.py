@@ -71,6 +71,12 @@ class Node(models.Model):
     job_egress_error = models.CharField(max_length=500, blank=True, default="")
     # The lender's image patterns (EULER_NODE_ALLOWED_IMAGES): jobs whose image matches none are not placed here.
     allowed_images = models.JSONField(default=list, blank=True)
+    # The container runtimes the agent's probe found working (protocol.RuntimeInfo dicts), under the set pinned
+    # at approval (`approved_runtimes`, null: not pinned): a runtime that appears later waits in
+    # `pending_capacity["runtimes"]` until an operator approves it. The lender's own least isolation ("": none).
+    runtimes = models.JSONField(default=list, blank=True)
+    approved_runtimes = models.JSONField(null=True, blank=True, default=None)
+    lender_min_isolation = models.CharField(max_length=8, blank=True, default="")
     # Kept by the scheduler (jobs app) as it places and frees attempts; shown as free capacity.
     allocated_cpu_milli = models.BigIntegerField(default=0)
     allocated_memory_bytes = models.BigIntegerField(default=0)

@@ -128,10 +128,13 @@ def resource_fields(res) -> dict:
         "job_egress": res.job_egress,
         "job_egress_error": res.job_egress_error,
         "allowed_images": list(res.allowed_images),
+        "runtimes": [r.model_dump() for r in res.runtimes],
+        "lender_min_isolation": res.min_isolation,
     }
 
 
-PINNED = ("cpu_milli", "memory_bytes", "disk_bytes")  # capacity figures pinned at approval
+PINNED = ("cpu_milli", "memory_bytes", "disk_bytes", "runtimes")  # capacity pinned at approval
+PINNED_SETS = frozenset({"runtimes"})  # pinned as a set of entries rather than a ceiling figure
 
 
 def approved_capacity(node) -> dict:
@@ -151,6 +154,12 @@ def pin_capacity(fields: dict, approved: dict) -> dict:
         if ceiling is None or key not in fields:
             continue
         reported = fields[key]
+        if key in PINNED_SETS:  # entries the operator approved are offered; a new or changed one waits
+            kept = [entry for entry in reported or [] if entry in ceiling]
+            if len(kept) < len(reported or []):
+                out[key] = kept
+                pending[key] = reported
+            continue
         if reported is None:
             out[key] = ceiling
         elif reported > ceiling:

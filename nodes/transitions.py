@@ -202,7 +202,12 @@ def node_undrain(*, node: Node, by=None) -> Node:
 
 
 def _figures(values: dict) -> str:
-    return ", ".join(f"{key} {value}" for key, value in sorted(values.items()))
+    def shown(value) -> str:
+        if isinstance(value, list):  # runtimes: by name
+            return "[" + ", ".join(str(v.get("name", v)) if isinstance(v, dict) else str(v) for v in value) + "]"
+        return str(value)
+
+    return ", ".join(f"{key} {shown(value)}" for key, value in sorted(values.items()))
 
 
 @transaction.atomic

@@ -27,6 +27,7 @@ class RunRequest:
     min_trust: str | None = None
     priority: int | None = None
     network: str | None = None
+    isolation: str | None = None
     # how to follow it
     detach: bool = False  # print the id and return
     quiet: bool = False  # no progress lines
@@ -40,4 +41,5 @@ class RunRequest:
             disk_bytes=self.disk_bytes, timeout_seconds=self.timeout_seconds, max_retries=self.max_retries,
             retry_on=self.retry_on, region=self.region, node_selector=self.node_selector, env=self.env,
             pool=self.pool, min_trust=self.min_trust, priority=self.priority, network=self.network,
+            isolation=self.isolation,
         )  # fmt: skip

@@ -78,6 +78,7 @@ _OPENAPI = {
             "properties": {"job": {"type": "integer"}, "path": {"type": "string"}, "to": {"type": "string"}},
         },
     },
+    "isolation": {"type": "string", "enum": ["default", "sandbox"], "default": "default"},
 }
 
 
@@ -89,6 +90,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         fields = [
             "id", "number", "node", "state", "exit_code", "reason", "message", "gpu_uuids", "cpu_milli",
             "memory_bytes", "disk_bytes", "created_at", "started_at", "ended_at", "log_bytes", "log_truncated",
+            "runtime", "isolation",
         ]  # fmt: skip
 
 
@@ -110,7 +112,7 @@ class JobSerializer(serializers.ModelSerializer):
             "network", "gpu_count", "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
             "min_trust", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
-            "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason",
+            "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation",
         ]  # fmt: skip
 
 

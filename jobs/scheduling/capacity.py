@@ -39,6 +39,7 @@ def eligibility_key(job: JobSnapshot) -> tuple:
         job.needs_secrets,
         job.networked,
         job.image,
+        job.isolation,
     )
 
 
@@ -74,6 +75,8 @@ class Relevant:
             labels,
             node.runs_networked,
             node.image_patterns,
+            node.runtimes,
+            node.min_isolation,
             bool(node.gpu_uuids),
         )
 

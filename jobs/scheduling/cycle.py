@@ -105,7 +105,9 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     nodes, stored = with_usage(rows["nodes"]), rows["stored"]
     placements, pending = _plan(jobs, nodes, now=now, rows=rows, stats=stats)
     pending.update(waiting)
-    stats.placed, added = saving.assign(by_id, placements, {node.id: node.name for node in nodes}, now=now)
+    stats.placed, added = saving.assign(
+        by_id, placements, {node.id: node.name for node in nodes}, now=now, nodes={node.id: node for node in nodes}
+    )
     saving.save_pending(by_id, pending)
     saving.refresh_counters(nodes, stored, added)
     woken = sorted(added)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from jobs.scheduling import isolation as tiers
 from jobs.scheduling.snapshots import PLATFORM, POOL_OWN, JobSnapshot, NodeSnapshot
 from nodeagent.imageref import allowed_by
 
@@ -64,8 +65,27 @@ def image(node: NodeSnapshot, job: JobSnapshot) -> str | None:
     return "image" if node.image_patterns and not allowed_by(job.image, node.image_patterns) else None
 
 
+def isolation(node: NodeSnapshot, job: JobSnapshot) -> str | None:
+    """A sandboxed runtime where the job asks for one or the node's trust level (or lender) requires one, and a
+    runtime that runs the job's network (jobs/scheduling/isolation.py)."""
+    sandbox = tiers.needs_sandbox(job_isolation=job.isolation, node_minimum=node.min_isolation)
+    return tiers.reject(node.runtimes, sandbox=sandbox, networked=job.networked)
+
+
 # In the order pending reasons count them: a node is counted once, for the first filter that rejects it.
-STATIC: tuple[Filter, ...] = (approval, online, draining, pool, min_trust, secrets, region, labels, egress, image)
+STATIC: tuple[Filter, ...] = (
+    approval,
+    online,
+    draining,
+    pool,
+    min_trust,
+    secrets,
+    region,
+    labels,
+    egress,
+    image,
+    isolation,
+)
 
 STATIC_PHRASES = {
     "approval": "are not approved",
@@ -78,11 +98,17 @@ STATIC_PHRASES = {
     "labels": "lack the node_selector labels",
     "egress": 'refuse networked jobs (egress rules not installed; network "none" jobs fit)',
     "image": "do not allow the job's image (their lenders' EULER_NODE_ALLOWED_IMAGES)",
+    "isolation": "lack a sandboxed runtime (the job, the node's trust level or its lender requires one)",
+}
+# The isolation filter's other reasons: a sandbox that cannot run the job's network, no runtime for it at all.
+ISOLATION_PHRASES = {
+    "sandbox_network": 'sandbox only network "none" jobs (their runsc runs with --network=none)',
+    "runtime": "offer no runtime for the job's network",
 }
 
 # Capacity reasons, in the order they are checked and counted; "busy": it had room before this pass filled it.
 CAPACITY = ("gpus", "cpu", "memory", "disk")
-REASON_ORDER = (*STATIC_PHRASES, *CAPACITY, "busy")
+REASON_ORDER = (*STATIC_PHRASES, *ISOLATION_PHRASES, *CAPACITY, "busy")
 
 
 def static_reject(node: NodeSnapshot, job: JobSnapshot) -> str | None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from jobs.models import Attempt, Job
 from jobs.scheduling import fairshare
+from jobs.scheduling import isolation as tiers
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, JobState, Network
 
@@ -28,6 +29,8 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
     fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
     fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
     fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error", "allowed_images")
+    fields += ("runtimes", "lender_min_isolation")
+    table = settings.EULER_TRUST_MIN_ISOLATION
     for row in Node.objects.values(*fields, "allocated_gpus"):
         snaps.append(
             NodeSnapshot(
@@ -47,6 +50,8 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 gpu_uuids=tuple(g["uuid"] for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0))),
                 runs_networked=not row["job_egress_error"],  # its agent refuses networked jobs, saying why
                 image_patterns=tuple(row["allowed_images"] or ()),
+                runtimes=tiers.runtimes_from(row["runtimes"]),
+                min_isolation=tiers.node_minimum(row["trust"], row["lender_min_isolation"], table),
             )
         )
         stored[row["id"]] = (
@@ -109,6 +114,7 @@ def job_snapshot(job: Job) -> JobSnapshot:
         priority=job.priority,
         networked=job.network == Network.DEFAULT,
         image=job.image,
+        isolation=job.isolation,
     )
 
 

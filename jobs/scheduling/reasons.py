@@ -6,9 +6,17 @@ Users read these on the job (`pending_reason`) and tests compare them whole: cha
 from __future__ import annotations
 
 from jobs.scheduling.capacity import Capacity, NodeClass, shape_of
-from jobs.scheduling.filters import REASON_ORDER, STATIC_PHRASES, capacity_phrases, capacity_reject
+from jobs.scheduling.filters import (
+    ISOLATION_PHRASES,
+    REASON_ORDER,
+    STATIC_PHRASES,
+    capacity_phrases,
+    capacity_reject,
+)
 from jobs.scheduling.snapshots import JobSnapshot
 
+NO_SANDBOX = "no node with a sandboxed runtime in your pool: "
+CAPACITY_REASONS = frozenset({"gpus", "cpu", "memory", "disk", "busy"})
 REASON_BACKOFF = "waiting for retry backoff"
 REASON_PACED = (
     "waiting for nodes to start the attempts already handed to them "
@@ -54,8 +62,10 @@ def explain(state: Capacity, job: JobSnapshot) -> str:
             continue
         for why, n in capacity_counts(state, cls, job).items():
             counts[why] = counts.get(why, 0) + n
-    phrases = {**STATIC_PHRASES, **capacity_phrases(job)}
+    phrases = {**STATIC_PHRASES, **ISOLATION_PHRASES, **capacity_phrases(job)}
     parts = [f"{counts[name]} {phrases[name]}" for name in REASON_ORDER if counts.get(name)]
+    if (counts.get("isolation") or counts.get("sandbox_network")) and not set(counts) & CAPACITY_REASONS:
+        return NO_SANDBOX + ", ".join(parts)
     return "no node fits: " + ", ".join(parts)
 
 

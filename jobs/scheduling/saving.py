@@ -13,6 +13,7 @@ from django.db.models import Count
 
 from jobs import transitions
 from jobs.models import Attempt, Job
+from jobs.scheduling import isolation as tiers
 from jobs.scheduling.snapshots import NodeSnapshot, Placement
 from jobs.states import AttemptState
 
@@ -20,7 +21,12 @@ Added = dict[int, list]  # node id -> [millicores, memory bytes, GPU UUIDs (set)
 
 
 def assign(
-    by_id: Mapping[int, Job], placements: Iterable[Placement], names: Mapping[int, str], *, now: datetime
+    by_id: Mapping[int, Job],
+    placements: Iterable[Placement],
+    names: Mapping[int, str],
+    *,
+    now: datetime,
+    nodes: Mapping[int, NodeSnapshot] | None = None,
 ) -> tuple[int, Added]:
     """Hand the placed jobs to their nodes (one attempt each, through transitions.assign_many); how many, and what
     they take per node."""
@@ -35,7 +41,10 @@ def assign(
     for p in placements:
         job = by_id[p.job_id]
         placed_jobs.append(job)
-        attempts.append(_attempt(job, p, names[p.node_id], number=numbers.get(job.pk, 0) + 1, now=now))
+        attempt = _attempt(job, p, names[p.node_id], number=numbers.get(job.pk, 0) + 1, now=now)
+        if nodes is not None and p.node_id in nodes:
+            attempt.isolation, attempt.runtime = runtime_for(job, nodes[p.node_id])
+        attempts.append(attempt)
         e = added.setdefault(p.node_id, [0, 0, set(), 0])
         e[0] += job.cpu_milli
         e[1] += job.memory_bytes
@@ -60,6 +69,13 @@ def _attempt(job: Job, p: Placement, node_name: str, *, number: int, now: dateti
         state=AttemptState.ASSIGNED,
         deadline_at=datetime.fromtimestamp(deadline + settings.EULER_JOB_START_GRACE, tz=now.tzinfo),
     )
+
+
+def runtime_for(job: Job, node: NodeSnapshot) -> tuple[str, str]:
+    """(the isolation the job needs on the node, the runtime it runs under there: "" for the engine's default)."""
+    sandbox = tiers.needs_sandbox(job_isolation=job.isolation, node_minimum=node.min_isolation)
+    runtime = tiers.choose(node.runtimes, sandbox=sandbox, networked=job.network == "default")
+    return (tiers.SANDBOX if sandbox else tiers.RUNC), runtime
 
 
 def save_pending(by_id: Mapping[int, Job], pending: Mapping[int, str]) -> None:

@@ -29,6 +29,8 @@ class NodeSnapshot:
     gpu_uuids: tuple[str, ...] = ()  # in device index order
     runs_networked: bool = True  # False: its agent could not install its egress rules and refuses networked jobs
     image_patterns: tuple[str, ...] = ()  # the lender's allowed images (nodeagent/imageref.py); (): every image
+    runtimes: tuple = ()  # isolation.Runtime of each runtime it offers; (): an older agent, the engine's default
+    min_isolation: str = "runc"  # the least isolation any job gets here (its trust level's, or its lender's)
 
     used_cpu_milli: int = 0  # held by active attempts
     used_memory_bytes: int = 0
@@ -60,6 +62,7 @@ class JobSnapshot:
     priority: int = 0  # orders the project's own queue (higher first), then FIFO
     networked: bool = True  # network "default" (the node's egress policy); False: "none", loopback only
     image: str = ""  # as submitted: matched against a node's image_patterns
+    isolation: str = ""  # "sandbox": a sandboxed runtime wherever it runs; else what each node requires
 
 
 @dataclass(frozen=True, slots=True)

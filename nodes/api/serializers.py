@@ -62,12 +62,21 @@ class GpuOut(serializers.Serializer):
     utilization = serializers.FloatField(required=False)
 
 
+class RuntimeOut(serializers.Serializer):
+    name = serializers.CharField()
+    sandbox = serializers.BooleanField()
+    networks = serializers.ListField(child=serializers.CharField())
+    default = serializers.BooleanField(required=False)
+
+
 class NodeOut(serializers.ModelSerializer):
     gpus = GpuOut(many=True)
     pending_capacity = serializers.DictField(
-        child=serializers.IntegerField(),
-        help_text="Figures the node reported above its approved capacity, waiting for an operator's approval.",
+        child=serializers.JSONField(),
+        help_text="Figures the node reported above its approved capacity (and, under `runtimes`, a runtime set with "
+        "runtimes not approved yet), waiting for an operator's approval.",
     )
+    runtimes = RuntimeOut(many=True)
 
     class Meta:
         model = Node
@@ -96,6 +105,9 @@ class NodeOut(serializers.ModelSerializer):
             "job_egress",
             "job_egress_error",
             "allowed_images",
+            "runtimes",
+            "approved_runtimes",
+            "lender_min_isolation",
             "allocated_cpu_milli",
             "allocated_memory_bytes",
             "allocated_disk_bytes",

@@ -39,7 +39,7 @@ class Euler:
         self.http = httpx.Client(base_url=platform.url + "/api/v1/", headers={"X-Euler-API-Key": self.key}, timeout=30)
         self.node_names: list[str] = []
 
-    def node(self, *, trust: str = "platform", public_pool: bool = True) -> str:
+    def node(self, *, trust: str = "platform", public_pool: bool = True, env: dict | None = None) -> str:
         """Start an agent, approve its node; returns the node name once it is online and approved."""
         from nodes.models import Node
         from nodes.services import enrollment_token_create, node_approve
@@ -47,7 +47,7 @@ class Euler:
         name = f"e2e-{uuid.uuid4().hex[:6]}"
         project = self.project if trust != "platform" else None
         _, token = enrollment_token_create(trust=trust, project=project, label="e2e")
-        agent = self.platform.start_agent(name, token=token)
+        agent = self.platform.start_agent(name, token=token, env=env)
         node = self.platform.wait_for(lambda: Node.objects.filter(name=name).first(), f"{name} enrolls")
         node_approve(node=node, trust=trust, public_pool=public_pool)
         self.platform.wait_for(lambda: "approved" in agent.log(), f"{name} learns it is approved")
@@ -172,7 +172,7 @@ def test_env_reaches_a_platform_nodes_container_and_is_not_in_clear_in_the_datab
 
 def test_a_job_with_env_never_reaches_a_community_node(euler):
     community = euler.node(trust="community")
-    plain = euler.submit(["sh", "-c", "echo plain"])
+    plain = euler.submit(["sh", "-c", "echo plain"], network="none")  # sandboxed (runsc: network "none")
     assert euler.wait_state(plain["id"], {"succeeded", "failed"})["state"] == "succeeded"
     assert euler.job(plain["id"])["attempts"][0]["node"] == community
     with_env = euler.submit(["sh", "-c", "echo $TOKEN"], env={"TOKEN": "never-here"})

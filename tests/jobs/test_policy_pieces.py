@@ -14,7 +14,18 @@ from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
 
 GIB = 1024**3
 ROOT = Path(__file__).resolve().parents[2]
-PURE = ("snapshots", "filters", "scores", "capacity", "fairshare", "reservations", "reasons", "pacing", "policy")
+PURE = (
+    "snapshots",
+    "filters",
+    "scores",
+    "capacity",
+    "fairshare",
+    "reservations",
+    "reasons",
+    "pacing",
+    "policy",
+    "isolation",
+)
 
 
 def node(**over) -> NodeSnapshot:
@@ -36,6 +47,7 @@ REJECTED_BY = {
     filters.labels: (node(labels=frozenset({("disk", "hdd")})), job(node_selector=frozenset({("disk", "ssd")}))),
     filters.egress: (node(runs_networked=False), job()),
     filters.image: (node(image_patterns=("ghcr.io",)), job(image="alpine:3.20")),
+    filters.isolation: (node(), job(isolation="sandbox")),
 }
 
 

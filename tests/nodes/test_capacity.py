@@ -40,7 +40,7 @@ def test_an_unknown_disk_is_not_less_than_the_approved_one():
 
 def test_approving_pins_what_the_node_reports_pending_figures_included():
     node = Node(cpu_milli=4000, memory_bytes=GIB, disk_bytes=None, pending_capacity={"cpu_milli": 8000})
-    assert capacity_to_pin(node) == {"cpu_milli": 8000, "memory_bytes": GIB, "disk_bytes": None}
+    assert capacity_to_pin(node) == {"cpu_milli": 8000, "memory_bytes": GIB, "disk_bytes": None, "runtimes": []}
 
 
 # --- black box: the node protocol, the API, the scheduler -------------------------------------------

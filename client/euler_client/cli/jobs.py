@@ -141,14 +141,14 @@ def jobs_show(state, as_json, job_id):
         ("exit code", j.get("exit_code")), ("pending", j.get("pending_reason")), ("image", j.get("image")),
         ("command", " ".join(j.get("command") or [])), ("cpu", fmt_cpu(j.get("cpu_milli"))),
         ("memory", fmt_bytes(j.get("memory_bytes"))), ("gpus", j.get("gpu_count")),
-        ("timeout", f"{j.get('timeout_seconds')} s"), ("retries", f"{j.get('retries_used')} of {j.get('max_retries')}"),
+        ("timeout", f"{j.get('timeout_seconds')} s"), ("isolation", j.get("isolation")), ("retries", f"{j.get('retries_used')} of {j.get('max_retries')}"),
         ("created", fmt_time(j.get("created_at"))), ("ended", fmt_time(j.get("ended_at"))),
     ])  # fmt: skip
     attempts = j.get("attempts") or []
     if attempts:
         click.echo()
-        table(["ATTEMPT", "NODE", "STATE", "REASON", "EXIT", "STARTED", "ENDED"],
-              [[a["number"], a.get("node"), a.get("state"), a.get("reason"), a.get("exit_code"),
+        table(["ATTEMPT", "NODE", "RUNTIME", "STATE", "REASON", "EXIT", "STARTED", "ENDED"],
+              [[a["number"], a.get("node"), a.get("runtime") or "-", a.get("state"), a.get("reason"), a.get("exit_code"),
                 fmt_time(a.get("started_at")), fmt_time(a.get("ended_at"))] for a in attempts])  # fmt: skip
 
 

@@ -43,6 +43,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--min-trust",), "min_trust", "community (default) or platform."),
     Option(("--priority",), "priority", "-100..100, within your project (default 0).", int),
     Option(("--network",), "network", "default or none (loopback only)."),
+    Option(("--isolation",), "isolation", "default (the node's trust level decides) or sandbox (gVisor everywhere)."),
     Option(("-d", "--detach"), "detach", "Print the job id and return at once.", flag=True),
     Option(("-q", "--quiet"), "quiet", "No progress lines on stderr.", flag=True),
     Option(("--json",), "as_json", "Print JSON for scripts.", flag=True),
@@ -114,5 +115,5 @@ def run_request(values: dict, *, node_selector: dict, env: dict, file_body: dict
         retry_on=parse_list(values["retry_on"]) if values["retry_on"] is not None else None,
         region=values["region"], node_selector=node_selector, env=env, pool=values["pool"],
         min_trust=values["min_trust"], priority=values["priority"], network=values["network"],
-        detach=values["detach"], quiet=values["quiet"], as_json=values["as_json"],
+        isolation=values["isolation"], detach=values["detach"], quiet=values["quiet"], as_json=values["as_json"],
     )  # fmt: skip
