@@ -22,7 +22,7 @@ from nodeagent.logship import (
 )
 
 LOOP_SECONDS = 0.05
-REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit"}
+REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit", "gpu_error": "gpu_error"}
 INIT_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
 VANISHED = "the container disappeared: removed outside the agent (docker rm -f) or lost by the Docker engine"
 NEVER_STARTED = "the node agent restarted between creating the container and starting it; the attempt is retried"
@@ -116,6 +116,12 @@ class AttemptRun:
             self.stop_message = message
         self.request_stop("disk_limit")
 
+    def gpu_failed(self, message: str) -> None:
+        """From the GPU watch: a GPU this attempt holds turned unhealthy; it ends `gpu_error` (nodeagent/gpuwatch.py)."""
+        if self.stop_reason is None:
+            self.stop_message = message
+        self.request_stop("gpu_error")
+
     def close_reader(self) -> None:
         """Stop reading the job's output (cap reached, agent closing). Closing an attach releases the job's writes."""
         stream = self._stream
@@ -165,6 +171,7 @@ class AttemptRun:
             self._end(reason="start_failed", exit_code=None, message=refused)
             return False
         self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
+        self.record["gpu_uuids"] = list(a.gpu_uuids)  # ... and on watching the GPUs
         try:
             self.ex.ensure_image(a)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
@@ -222,6 +229,7 @@ class AttemptRun:
             self._save(running_reported=True)
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True).start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
+        self.ex.watch_gpus(self)  # GPU health and figures, until the `ended` report
         deadline = self.record.get("deadline")
         while not (self._reader_done.is_set() and self._exited.is_set()):
             self._check_closing()
@@ -515,6 +523,7 @@ class AttemptRun:
         body = {"state": "ended", "reason": reason, "exit_code": exit_code, "message": message[:2000]}
         if self.record.get("container_id"):
             body["container_id"] = self.record["container_id"][:128]
+        body["gpu_stats"] = self.ex.gpu_stats(self.attempt_id)
         with contextlib.suppress(Stale):
             self._report(body)
         self.ex.log.info("attempt %s ended: %s (exit %s)", self.attempt_id, reason, exit_code)

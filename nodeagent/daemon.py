@@ -124,6 +124,7 @@ class Daemon:
         self.interval = 5.0
         self.poll_wait = float(protocol.POLL_WAIT_SECONDS)  # the server's heartbeat replies may lengthen it
         self.approved = threading.Event()
+        self.gpus = None  # nodeagent.gpuwatch.GpuWatch where NVML answers: GPU health and per-job figures
 
     # --- enrollment ------------------------------------------------------------------------------
     def enroll(self) -> None:
@@ -181,6 +182,8 @@ class Daemon:
         if executor is not None and hasattr(executor, "network_status"):
             extra["job_egress"], extra["job_egress_error"] = executor.network_status()
         extra["allowed_images"] = list(self.config.images.patterns)
+        if self.gpus is not None:
+            extra["gpus"] = self.gpus.health.annotate(machine.gpus)
         return apply_caps(machine.model_copy(update=extra), self.config.caps)
 
     # --- loops -----------------------------------------------------------------------------------
@@ -219,6 +222,8 @@ class Daemon:
             self.poll_wait = min(max(reply.poll_wait, 1.0), protocol.POLL_WAIT_MAX_SECONDS)
         for command in reply.commands:
             self.executor.handle_command(command)
+        if self.gpus is not None and reply.gpu_resets:
+            self.gpus.health.apply_resets(reply.gpu_resets)
         return reply
 
     def heartbeat_loop(self) -> None:
@@ -289,6 +294,9 @@ class Daemon:
         if self.executor is None:
             self.executor = build_executor(self.client, self.config, docker_ok=self.probe.docker is not None)
         self.executor.adopt()
+        from nodeagent import gpuwatch
+
+        self.gpus = gpuwatch.start(self.probe, self.executor, state_dir=self.config.state_dir, stop=self.stop)
         threads = [
             threading.Thread(target=self.heartbeat_loop, name="heartbeat", daemon=True),
             threading.Thread(target=self.poll_loop, name="poll", daemon=True),
