@@ -20,7 +20,7 @@ pytestmark = pytest.mark.docker
 GIB = 1 << 30
 
 
-def test_an_xid_on_its_gpu_ends_the_attempt_gpu_error_naming_the_gpu_and_xid(make_executor, plane, node, tmp_path):
+def test_an_xid_on_its_gpu_ends_the_attempt_gpu_error_naming_the_gpu_and_xid(make_executor, plane, node, tmp_path):  # noqa: F811
     nvml = FakeNVML([
         {"uuid": "GPU-0", "name": "NVIDIA A100-SXM4-80GB", "total": 80 * GIB, "used": 2 * GIB, "util": 90, "ecc": 0},
         {"uuid": "GPU-1", "name": "NVIDIA A100-SXM4-80GB", "total": 80 * GIB, "used": 0, "util": 0, "ecc": 0,
@@ -48,7 +48,7 @@ def test_an_xid_on_its_gpu_ends_the_attempt_gpu_error_naming_the_gpu_and_xid(mak
         ex.gpu_watch.thread.join(timeout=10)
 
 
-def test_a_job_on_an_unhealthy_gpu_is_stopped_as_soon_as_it_is_watched(make_executor, plane, tmp_path):
+def test_a_job_on_an_unhealthy_gpu_is_stopped_as_soon_as_it_is_watched(make_executor, plane, tmp_path):  # noqa: F811
     nvml = FakeNVML([{"uuid": "GPU-0", "name": "Tesla T4", "total": 15 * GIB, "used": 0, "util": 0, "ecc": 3}])
     ex = make_executor()
     ex.gpu_watch = GpuWatch(nvml, state_dir=tmp_path, executor=ex)
@@ -63,7 +63,7 @@ def test_a_job_on_an_unhealthy_gpu_is_stopped_as_soon_as_it_is_watched(make_exec
     assert ended["reason"] == "gpu_error" and "3 uncorrected ECC errors" in ended["message"]
 
 
-def test_an_attempt_without_gpus_reports_no_gpu_figures(make_executor, plane, tmp_path):
+def test_an_attempt_without_gpus_reports_no_gpu_figures(make_executor, plane, tmp_path):  # noqa: F811
     ex = make_executor()
     ex.gpu_watch = GpuWatch(FakeNVML([]), state_dir=tmp_path, executor=ex)
     ex.handle_assignment(assignment(43, ["true"]))
