@@ -33,6 +33,8 @@ def node_row(node) -> dict:
         "gpu_used": len(node.allocated_gpus or []),
         "gpu_total": len(node.gpus or []),
         "gpus": node.gpus or [],
+        # GPUs the agent found faulty (XID, ECC): no jobs go to them until an operator resets them
+        "gpu_unhealthy": [g for g in node.gpus or [] if not g.get("healthy", True)],
     }
 
 
