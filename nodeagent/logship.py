@@ -439,25 +439,25 @@ class LogShipper:
                 return True
 
     def _next_batch(self, most: int) -> tuple[list[dict], dict]:
-        """The oldest spooled chunks (at most `most`) whose encoded request fits MAX_LOG_REQUEST_BYTES."""
+        """The oldest spooled chunks (at most `most`) whose encoded request fits MAX_LOG_REQUEST_BYTES, and that
+        request: a `protocol.LogBatch` (validated as it is built), as the wire body ("gaps" only when there are)."""
         with self._lock:
             queued = list(itertools.islice(self._queue, most))
         batch, chunks, gaps, size = [], [], [], _EMPTY_BODY
         for c in queued:
             if "gap" in c:
-                wire = {"seq": c["seq"], "offset": c["offset"], "bytes": c["end"] - c["offset"], "reason": c["gap"]}
+                item = protocol.LogGap(seq=c["seq"], offset=c["offset"], bytes=c["end"] - c["offset"], reason=c["gap"])
             else:
-                wire = {k: c[k] for k in ("seq", "offset", "stream", "data")}
+                item = protocol.LogChunk(seq=c["seq"], offset=c["offset"], stream=c["stream"], data=c["data"])
+            wire = item.model_dump()
             grown = size + len(protocol.encode_json(wire)) + (1 if batch else 0)
             if batch and grown > protocol.MAX_LOG_REQUEST_BYTES:
                 break
             size = grown
             batch.append(c)
-            (gaps if "gap" in c else chunks).append(wire)
-        body = {"chunks": chunks}
-        if gaps:
-            body["gaps"] = gaps
-        return batch, body
+            (gaps if "gap" in c else chunks).append(item)
+        body = protocol.LogBatch(chunks=chunks, gaps=gaps)
+        return batch, body.model_dump(exclude={"gaps"} if not gaps else None)
 
     def _make_gap(self, reason: str) -> None:
         """The first queued chunk is refused even alone: it becomes a gap (marker + log_truncated on the server)."""
