@@ -17,7 +17,9 @@ def model(app_label: str, name: str):
 
 
 def _free_gpus(node) -> int:
-    return max(0, len(node.gpus or []) - len(node.allocated_gpus or []))
+    """Healthy GPUs not held (an unhealthy GPU is never offered)."""
+    healthy = [g for g in node.gpus or [] if g.get("healthy", True)]
+    return max(0, len(healthy) - len({g.get("uuid") for g in healthy} & set(node.allocated_gpus or [])))
 
 
 def node_row(node) -> dict:
