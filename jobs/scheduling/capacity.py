@@ -105,12 +105,13 @@ class NodeClass:
 class Reservation:
     """What a node is held for: a job's resources, which later jobs may not take from it."""
 
-    __slots__ = ("job", "cpu", "mem", "gpus", "disk")
+    __slots__ = ("job", "cpu", "mem", "gpus", "disk", "kind")
 
     def __init__(self, job: JobSnapshot) -> None:
         self.job = job
         self.cpu, self.mem, self.gpus = job.cpu_milli, job.memory_bytes, job.gpu_count
         self.disk = job.disk_bytes
+        self.kind = gpu_kind(job)  # a typed reservation keeps GPUs of its kind, not just a count
 
 
 class Capacity:
@@ -231,9 +232,29 @@ class Capacity:
         return (
             (not shape[0] or self.cpu[i] - shape[0] >= r.cpu)
             and (not shape[1] or self.mem[i] - shape[1] >= r.mem)
-            and (not shape[2] or len(self.gpus[i]) - shape[2] >= r.gpus)
             and (not shape[3] or self.disk[i] - shape[3] >= r.disk)
+            and (
+                not shape[2]
+                or (len(self.gpus[i]) - shape[2] >= r.gpus if r.kind is None else self._leaves_typed(i, shape, r))
+            )
         )
+
+    def _leaves_typed(self, i: int, shape: Shape, r: Reservation) -> bool:
+        """Whether the GPUs `shape` would take on node i (as place() picks them) leave the typed reservation the
+        matching GPUs it needs (every free one it matches, while it waits for more to free up)."""
+        taken = set(self.picks(i, shape[2], shape[4]))
+        matching = self.usable(self.gpus[i], r.kind)
+        return sum(1 for u in matching if u not in taken) >= min(r.gpus, len(matching))
+
+    def picks(self, i: int, count: int, kind: GpuKind) -> list[str]:
+        """The GPUs a job of this kind takes on node i, in device order; on a node held for a typed reservation
+        of another kind, the GPUs that reservation cannot use first."""
+        free = self.usable(self.gpus[i], kind)
+        r = self.reserved.get(i)
+        if r is not None and r.kind is not None and r.kind != kind:
+            keep = set(self.usable(free, r.kind))
+            free = [u for u in free if u not in keep] + [u for u in free if u in keep]
+        return free[:count]
 
     def best_in(self, cls: NodeClass, shape: Shape) -> tuple | None:
         """The class's highest-scoring node with room for `shape` (left in the heap), or None."""
@@ -297,11 +318,11 @@ class Capacity:
         self.mem[i] -= job.memory_bytes
         self.disk[i] -= job.disk_bytes
         kind = gpu_kind(job)
-        if kind is None:
+        if kind is None and i not in self.reserved:
             taken = tuple(self.gpus[i][: job.gpu_count])
             del self.gpus[i][: job.gpu_count]
         else:
-            taken = tuple(self.usable(self.gpus[i], kind)[: job.gpu_count])
+            taken = tuple(self.picks(i, job.gpu_count, kind))
             self.gpus[i] = [u for u in self.gpus[i] if u not in taken]
         self.version[i] += 1
         heapq.heappush(self.node_class[i].entries, self.entry(i))

@@ -153,3 +153,15 @@ def test_a_starved_typed_job_reserves_a_node_with_matching_gpus():
     nodes = [node(1, [T4] * 4), node(2, [A100_80] * 2, used_gpus=frozenset({"GPU-2-0", "GPU-2-1"}))]
     plan = policy.place([job(1, 2, "A100*", queued_at=0.0)], nodes, now=1000, reserve_after=10)
     assert plan.reservations == {1: 2}
+
+
+def test_a_typed_reservation_keeps_its_kind_of_gpu_from_later_untyped_jobs():
+    # The starved typed job reserves the node; the A100 it needs is busy. A later untyped job may use the node's
+    # T4 (the GPU the reservation cannot use), never the free A100 the reservation waits to complete its set.
+    n = node(1, [A100_80, T4, A100_80], used_gpus=frozenset({"GPU-1-2"}))
+    starved = job(1, 2, "A100*", queued_at=0.0)
+    plan = policy.place([starved, job(2, 1, queued_at=500.0)], [n], now=1000, reserve_after=10)
+    assert plan.reservations == {1: 1}
+    assert {p.job_id: p.gpu_uuids for p in plan.placements} == {2: ("GPU-1-1",)}
+    plan = policy.place([starved, job(2, 2, queued_at=500.0)], [n], now=1000, reserve_after=10)
+    assert plan.placements == ()  # two untyped GPUs would take the A100
