@@ -100,11 +100,12 @@ class AttemptRun:
 
     def _after_start(self, cid: str) -> None:
         """The container runs (or ran: adopted after a restart); its output is being read."""
+        self.ex.watch_gpus(self)  # GPU health and per-job figures (nodeagent/gpuwatch.py)
 
     def _after_exit(self, cid: str, exit_: Exit) -> dict:
         """The container ended on its own or was stopped (not vanished), its output shipped: extra fields of the
         `ended` report (protocol.AttemptReport), sent next."""
-        return {}
+        return {"gpu_stats": self.ex.gpu_stats(self.attempt_id)}
 
     def _on_finish(self) -> None:
         """The owner thread is done, whatever the phase it ended in (`self.phase`)."""
@@ -230,7 +231,6 @@ class AttemptRun:
             self._save(running_reported=True)
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True, name=f"euler-exit-{self.attempt_id}").start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
-        self.ex.watch_gpus(self)  # GPU health and figures, until the `ended` report
         self._after_start(cid)
         self._run_until_exit(cid)
         exit_ = self._exit
@@ -334,7 +334,7 @@ class AttemptRun:
             exit_code=exit_code,
             message=message[:2000],
             **({"container_id": cid[:128]} if cid else {}),
-            **{"gpu_stats": self.ex.gpu_stats(self.attempt_id), **fields},
+            **fields,
         )
         with contextlib.suppress(Stale):
             self._report(report)

@@ -299,6 +299,8 @@ class Executor:
 
     def _finished(self, run: AttemptRun) -> None:
         self.unwatch_disk(run.attempt_id)
+        if self.gpu_watch is not None:
+            self.gpu_watch.stats.forget(run.attempt_id)  # an attempt that ended without its figures (lost)
         with self._lock:
             if self._runs.get(run.attempt_id) is run:
                 del self._runs[run.attempt_id]

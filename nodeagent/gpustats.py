@@ -85,6 +85,10 @@ class GpuStats:
             figures = self._watched.pop(attempt_id, {})
         return [f.stat() for f in figures.values()]
 
+    def forget(self, attempt_id: int) -> None:
+        with self._lock:
+            self._watched.pop(attempt_id, None)
+
     def _handle(self, uuid: str):
         handle = self._handles.get(uuid)
         if handle is None:
