@@ -35,3 +35,18 @@ def test_the_nodes_page_shows_an_unhealthy_gpu_and_why(signed_in, project):
     body = signed_in.get("/nodes/").content.decode()
     assert 'data-gpu-unhealthy="GPU-b"' in body and "GPU 1 unhealthy" in body and "XID 48" in body
     assert 'data-gpu-unhealthy="GPU-a"' not in body
+
+
+FORM = {"name": "train", "image": "euler-test/busybox", "command": "true", "cpu_cores": "1", "memory_mib": "64",
+        "gpu_count": "2", "timeout_seconds": "60", "max_retries": "1", "retry_on": ["lost"]}  # fmt: skip
+
+
+def test_the_form_sends_a_typed_gpu_request(signed_in, project):
+    signed_in.post("/jobs/new/", {**FORM, "gpu_model": "A100*", "gpu_min_memory_gib": "40"})
+    job = Job.objects.get(name="train")
+    assert (job.gpu_count, job.gpu_model, job.gpu_min_memory_bytes) == (2, "A100*", 40 * GIB)
+
+
+def test_the_form_shows_the_apis_message_for_a_bad_gpu_model(signed_in, project):
+    body = signed_in.post("/jobs/new/", {**FORM, "gpu_model": "A100; rm"}).content.decode()
+    assert "gpus.model is a glob" in body and not Job.objects.exists()
