@@ -7,11 +7,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from euler.api import StrictSerializer
 from euler.errors import InvalidInput
 from jobs import validation
 from jobs.models import Attempt, Job, JobEvent
 from nodeagent.gpumatch import GIB
+from quotas.api.base import StrictSerializer
 
 
 class Checked(serializers.Field):
