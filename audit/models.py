@@ -15,6 +15,7 @@ class Action(models.TextChoices):
     NODE_PUBLIC_POOL_CHANGED = "node.public_pool_changed"
     NODE_DRAINED = "node.drained"
     NODE_UNDRAINED = "node.undrained"
+    NODE_GPU_RESET = "node.gpu_reset"
     NODE_CREDENTIAL_ROTATED = "node.credential_rotated"
     NODE_CREDENTIAL_REVOKED = "node.credential_revoked"
     ENROLLMENT_TOKEN_CREATED = "enrollment_token.created"

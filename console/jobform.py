@@ -22,6 +22,22 @@ def _int_or_raw(text: str):
         return text
 
 
+def _typed_gpus(post, payload: dict) -> None:
+    """A GPU model or memory floor makes the request typed: the API's `gpus` object instead of `gpu_count`."""
+    model, gib = post.get("gpu_model", "").strip(), post.get("gpu_min_memory_gib", "").strip()
+    if not model and not gib:
+        return
+    typed: dict = {"count": payload.pop("gpu_count", 1) or 1}
+    if model:
+        typed["model"] = model
+    if gib:
+        try:
+            typed["min_memory_gib"] = float(Decimal(gib))
+        except (InvalidOperation, ValueError):
+            typed["min_memory_gib"] = gib  # the API's invalid_gpu_memory explains
+    payload["gpus"] = typed
+
+
 def payload_from_form(post) -> tuple[dict, dict[str, str]]:
     """(payload for jobs' JobCreateSerializer, errors found while reading the form), errors keyed by API field."""
     payload: dict = {}
@@ -52,6 +68,7 @@ def payload_from_form(post) -> tuple[dict, dict[str, str]]:
     for field in ("region", "pool", "min_trust"):
         if post.get(field, "").strip():
             payload[field] = post[field].strip()
+    _typed_gpus(post, payload)
     retry_on = post.getlist("retry_on") if hasattr(post, "getlist") else post.get("retry_on", [])
     payload["retry_on"] = list(retry_on)
     for field in ("env", "node_selector"):

@@ -17,7 +17,9 @@ def model(app_label: str, name: str):
 
 
 def _free_gpus(node) -> int:
-    return max(0, len(node.gpus or []) - len(node.allocated_gpus or []))
+    """Healthy GPUs not held (an unhealthy GPU is never offered)."""
+    healthy = [g for g in node.gpus or [] if g.get("healthy", True)]
+    return max(0, len(healthy) - len({g.get("uuid") for g in healthy} & set(node.allocated_gpus or [])))
 
 
 def node_row(node) -> dict:
@@ -33,6 +35,8 @@ def node_row(node) -> dict:
         "gpu_used": len(node.allocated_gpus or []),
         "gpu_total": len(node.gpus or []),
         "gpus": node.gpus or [],
+        # GPUs the agent found faulty (XID, ECC): no jobs go to them until an operator resets them
+        "gpu_unhealthy": [g for g in node.gpus or [] if not g.get("healthy", True)],
     }
 
 

@@ -10,12 +10,12 @@ from jobs.models import Attempt, Job, JobEvent
 
 _JOB_FIELDS = [
     "project", "name", "state", "image", "command", "has_env", "cpu_milli", "memory_bytes", "disk_bytes",
-    "network", "gpu_count", "timeout_seconds", "region", "node_selector", "max_retries", "retry_on", "pool", "min_trust",
+    "network", "gpu_count", "gpu_model", "gpu_min_memory_bytes", "timeout_seconds", "region", "node_selector", "max_retries", "retry_on", "pool", "min_trust",
     "isolation", "current_attempt", "retries_used", "not_before", "pending_reason", "exit_code", "reason", "created_by",
     "created_at", "queued_at", "updated_at", "ended_at",
 ]  # fmt: skip
 _ATTEMPT_FIELDS = [
-    "number", "node_name", "state", "exit_code", "reason", "message", "gpu_uuids", "cpu_milli", "memory_bytes",
+    "number", "node_name", "state", "exit_code", "reason", "message", "gpu_uuids", "gpu_stats", "cpu_milli", "memory_bytes",
     "disk_bytes", "created_at", "started_at", "ended_at", "deadline_at", "stop_reason", "log_bytes", "log_truncated",
     "runtime", "isolation",
 ]  # fmt: skip

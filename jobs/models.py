@@ -27,6 +27,9 @@ class Job(models.Model):
     network = models.CharField(max_length=8, choices=Network.choices, default=Network.DEFAULT)
     isolation = models.CharField(max_length=8, choices=Isolation.choices, default=Isolation.DEFAULT)
     gpu_count = models.IntegerField(default=0)
+    # A typed GPU request (nodeagent/gpumatch.py): a glob over the NVML name, and the least memory per GPU.
+    gpu_model = models.CharField(max_length=128, blank=True, default="")
+    gpu_min_memory_bytes = models.BigIntegerField(default=0)
     timeout_seconds = models.IntegerField()
     region = models.CharField(max_length=63, blank=True, default="")
     node_selector = models.JSONField(default=dict, blank=True)
@@ -81,6 +84,8 @@ class Attempt(models.Model):
     memory_bytes = models.BigIntegerField()
     disk_bytes = models.BigIntegerField(default=0)
     gpu_uuids = models.JSONField(default=list, blank=True)
+    # Per GPU, what the agent sampled while the attempt ran (protocol.GpuStat dicts), from its `ended` report.
+    gpu_stats = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=10, choices=AttemptState.choices, default=AttemptState.ASSIGNED)
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.CharField(max_length=32, blank=True, default="")

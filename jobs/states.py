@@ -86,7 +86,7 @@ def attempt_outcome(*, reason: str | None, exit_code: int | None) -> str:
         return AttemptState.SUCCEEDED if exit_code == 0 else AttemptState.FAILED
     if reason == "cancelled":
         return AttemptState.CANCELLED
-    if reason == "lost":
+    if reason in ("lost", "gpu_error"):  # gpu_error: the node's GPU failed under it, not the job (retry_on: lost)
         return AttemptState.LOST
     return AttemptState.FAILED
 

@@ -6,7 +6,7 @@ import re
 
 from euler.errors import InvalidInput
 from jobs.outputs import rules as output_rules
-from nodeagent import imageref
+from nodeagent import gpumatch, imageref
 
 MIB = 1024 * 1024
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -109,6 +109,53 @@ def gpu_count(value) -> int:
     return _int(value, code="invalid_gpu_count", low=0, high=MAX_GPUS, what="gpu_count")
 
 
+MAX_GPU_MEMORY_GIB = 4096
+_GPU_KEYS = frozenset({"count", "model", "min_memory_gib"})
+
+
+def gpus(value) -> dict | None:
+    """`gpus`: an integer (what gpu_count says) or a typed request {"count", "model", "min_memory_gib"}.
+
+    Returns the job's columns {"gpu_count", "gpu_model", "gpu_min_memory_bytes"}; the model is a glob over the
+    NVML name (nodeagent/gpumatch.py says how it matches)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return {"gpu_count": _int(value, code="invalid_gpus", low=0, high=MAX_GPUS, what="gpus"),
+                "gpu_model": "", "gpu_min_memory_bytes": 0}  # fmt: skip
+    unknown = sorted(set(value) - _GPU_KEYS)
+    if unknown:
+        raise InvalidInput(
+            f"gpus has no field {unknown[0][:64]!r} (count, model, min_memory_gib).", code="invalid_gpus"
+        )
+    if "count" not in value:
+        raise InvalidInput("gpus.count is required (1 to 8 whole GPUs).", code="invalid_gpus")
+    count = _int(value["count"], code="invalid_gpus", low=1, high=MAX_GPUS, what="gpus.count")
+    model = value.get("model", "")
+    if not isinstance(model, str) or (model and not gpumatch.MODEL_GLOB.match(model)):
+        raise InvalidInput(
+            "gpus.model is a glob of at most 128 letters, digits, spaces, '._+()/-' and '*?[]!' "
+            '(e.g. "A100*"), matched case-insensitively against the GPU\'s NVML name.',
+            code="invalid_gpu_model",
+        )
+    gib = value.get("min_memory_gib", 0)
+    if isinstance(gib, bool) or not isinstance(gib, int | float) or not 0 <= gib <= MAX_GPU_MEMORY_GIB:
+        raise InvalidInput(
+            f"gpus.min_memory_gib is a number from 0 to {MAX_GPU_MEMORY_GIB}.", code="invalid_gpu_memory"
+        )
+    return {"gpu_count": count, "gpu_model": model, "gpu_min_memory_bytes": int(gib * gpumatch.GIB)}
+
+
+def merge_gpus(spec: dict, *, given: set[str]) -> dict:
+    """The validated spec with `gpus` folded into the job's columns; `gpus` and `gpu_count` together: 400."""
+    typed = spec.pop("gpus", None)
+    if typed is None:
+        return spec
+    if "gpu_count" in given:
+        raise InvalidInput("Give either gpus or gpu_count, not both.", code="conflicting_gpus")
+    return {**spec, **typed}
+
+
 def timeout_seconds(value) -> int:
     return _int(value, code="invalid_timeout", low=1, high=MAX_TIMEOUT, what="timeout_seconds")
 
@@ -200,6 +247,7 @@ FIELDS = {
     "disk_bytes": (disk_bytes, default_disk_bytes),
     "network": (network, lambda: "default"),
     "gpu_count": (gpu_count, lambda: 0),
+    "gpus": (gpus, lambda: None),  # folded into gpu_count, gpu_model, gpu_min_memory_bytes (merge_gpus)
     "timeout_seconds": (timeout_seconds, None),
     "env": (env, dict),
     "region": (region, str),

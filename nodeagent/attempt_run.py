@@ -28,7 +28,7 @@ from nodeagent.logship import LogShipper, Stale
 from nodeagent.outputs import hooks as outputs
 
 LOOP_SECONDS = 0.05
-REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit"}
+REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit", "gpu_error": "gpu_error"}
 
 
 class AttemptRun:
@@ -80,6 +80,10 @@ class AttemptRun:
         """From the disk guard, which already killed the container: the attempt ends `disk_limit`."""
         self.request_stop("disk_limit", message)
 
+    def gpu_failed(self, message: str) -> None:
+        """From the GPU watch: a GPU this attempt holds turned unhealthy; it ends `gpu_error` (nodeagent/gpuwatch.py)."""
+        self.request_stop("gpu_error", message)
+
     def close_reader(self) -> None:
         """Stop reading the job's output (cap reached, agent closing). Closing an attach releases the job's writes."""
         reader = self.reader
@@ -98,14 +102,17 @@ class AttemptRun:
 
     def _after_start(self, cid: str) -> None:
         """The container runs (or ran: adopted after a restart); its output is being read."""
+        self.ex.watch_gpus(self)  # GPU health and per-job figures (nodeagent/gpuwatch.py)
 
     def _after_exit(self, cid: str, exit_: Exit) -> dict:
         """The container ended on its own or was stopped (not vanished), its output shipped: extra fields of the
         `ended` report (protocol.AttemptReport), sent next."""
+        extra = {"gpu_stats": self.ex.gpu_stats(self.attempt_id)}
         try:
-            return outputs.collect_and_upload(self, cid)  # the job's outputs (nodeagent/outputs/)
+            extra.update(outputs.collect_and_upload(self, cid))  # the job's outputs (nodeagent/outputs/)
         except outputs.Interrupted:
             raise _Closing from None
+        return extra
 
     def _on_finish(self) -> None:
         """The owner thread is done, whatever the phase it ended in (`self.phase`)."""
@@ -184,6 +191,7 @@ class AttemptRun:
             return False
         self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
         outputs.remember(self)
+        self.record["gpu_uuids"] = list(a.gpu_uuids)  # ... and on watching the GPUs
         try:
             self.ex.ensure_image(a)
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.

@@ -143,6 +143,7 @@ class Daemon:
         self.poll_wait = float(protocol.POLL_WAIT_SECONDS)  # the server's heartbeat replies may lengthen it
         self.approved = threading.Event()
         self.runtimes = None  # nodeagent.runtimes.RuntimeProbe, started by run() when an engine answers
+        self.gpus = None  # nodeagent.gpuwatch.GpuWatch where NVML answers: GPU health and per-job figures
 
     # --- enrollment ------------------------------------------------------------------------------
     def enroll(self) -> None:
@@ -204,6 +205,8 @@ class Daemon:
         if runtimes is not None:
             extra["runtimes"] = runtimes.offered()
         extra["min_isolation"] = self.config.runtimes.min_isolation
+        if self.gpus is not None:
+            extra["gpus"] = self.gpus.health.annotate(machine.gpus)
         return apply_caps(machine.model_copy(update=extra), self.config.caps)
 
     # --- loops -----------------------------------------------------------------------------------
@@ -242,6 +245,8 @@ class Daemon:
             self.poll_wait = min(max(reply.poll_wait, 1.0), protocol.POLL_WAIT_MAX_SECONDS)
         for command in reply.commands:
             self.executor.handle_command(command)
+        if self.gpus is not None and reply.gpu_resets:
+            self.gpus.health.apply_resets(reply.gpu_resets)
         return reply
 
     def heartbeat_loop(self) -> None:
@@ -316,6 +321,9 @@ class Daemon:
                 self.client, self.config, docker_ok=self.probe.docker is not None, runtimes=self.runtimes
             )
         self.executor.adopt()
+        from nodeagent import gpuwatch
+
+        self.gpus = gpuwatch.start(self.probe, self.executor, state_dir=self.config.state_dir, stop=self.stop)
         threads = [
             threading.Thread(target=self.heartbeat_loop, name="heartbeat", daemon=True),
             threading.Thread(target=self.poll_loop, name="poll", daemon=True),

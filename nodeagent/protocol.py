@@ -48,6 +48,7 @@ MAX_OUTPUT_CHUNK_BYTES = 8 * 1024 * 1024
 MAX_OUTPUT_FILES = 10_000
 MAX_OUTPUT_SKIPPED_LISTED = 1_000
 MAX_OUTPUT_PATH_CHARS = 1024
+MAX_GPU_HEALTH_REASON_CHARS = 500
 
 # Container labels the agent sets, used to adopt containers after a restart and to reap strays.
 LABEL_MANAGED = "euler.managed"
@@ -85,6 +86,23 @@ class GpuInfo(Strict):
     memory_bytes: int = Field(ge=0)
     memory_used_bytes: int = Field(default=0, ge=0)
     utilization: float = Field(default=0, ge=0, le=100)
+    # GPU health (issue 26, nodeagent/gpuhealth.py): False after a critical XID event or an uncorrected ECC error;
+    # the scheduler places nothing on it until an operator's reset (HeartbeatReply.gpu_resets) and the agent agree.
+    healthy: bool = True
+    health_reason: Annotated[str, StringConstraints(max_length=MAX_GPU_HEALTH_REASON_CHARS)] = ""
+
+
+class GpuStat(Strict):
+    """One GPU's figures over an attempt, sampled through NVML while it ran (nodeagent/gpustats.py)."""
+
+    uuid: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    samples: int = Field(default=0, ge=0)
+    utilization_avg: float = Field(default=0, ge=0, le=100)  # percent of time a kernel ran, averaged over samples
+    utilization_max: float = Field(default=0, ge=0, le=100)
+    memory_peak_bytes: int = Field(default=0, ge=0)
+    # "process": the job's own processes' memory on the GPU (nvmlDeviceGetComputeRunningProcesses, summed);
+    # "device": the whole GPU's used memory (NVML gave no per-process figure; the job holds the GPU alone).
+    memory_source: Literal["process", "device"] = "device"
 
 
 # Isolation tiers, weakest first: "runc" (a namespaced container on the host's kernel), "sandbox" (a user-space
@@ -177,6 +195,9 @@ class HeartbeatReply(Lenient):
     commands: list[Command] = Field(default_factory=list)
     # The wait the agent's long-polls ask for from now on (seconds); absent from older servers: POLL_WAIT_SECONDS.
     poll_wait: float | None = None
+    # Operators' GPU resets: GPU UUID -> a number that grows with each reset of it. The agent clears its mark on a
+    # GPU once per new number (and marks it again if it still sees the fault); the server sends them every time.
+    gpu_resets: dict[str, int] = Field(default_factory=dict)
 
 
 # --- work -----------------------------------------------------------------------------------
@@ -238,7 +259,11 @@ class PollReply(Lenient):
     commands: list[Command] = Field(default_factory=list)
 
 
-ExitReason = Literal["exited", "oom", "timeout", "image_pull_failed", "start_failed", "cancelled", "lost", "disk_limit"]
+# gpu_error: the agent stopped the container because a GPU it held turned unhealthy (a critical XID, an uncorrected
+# ECC error); the message names the GPU and the fault. The server counts it as `lost` for `retry_on`.
+ExitReason = Literal[
+    "exited", "oom", "timeout", "image_pull_failed", "start_failed", "cancelled", "lost", "disk_limit", "gpu_error"
+]
 
 
 class AttemptReport(Strict):
@@ -256,6 +281,8 @@ class AttemptReport(Strict):
     outputs_message: Annotated[str, StringConstraints(max_length=2000)] = ""
     # For `running`: the runtime the container was created with (its engine's name for it).
     runtime: Annotated[str, StringConstraints(max_length=63)] = ""
+    # For `ended`: per GPU the attempt held, what the agent sampled while it ran ([]: no GPUs, or no NVML).
+    gpu_stats: list[GpuStat] = Field(default_factory=list, max_length=64)
 
 
 class ReportReply(Lenient):

@@ -7,7 +7,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 
 from euler.errors import EulerError
-from nodes import services, transitions
+from nodes import gpuhealth, services, transitions
 from nodes.liveness import live_last_seen
 from nodes.models import EnrollmentToken, Node, NodeEvent, TrustLevel
 
@@ -92,6 +92,11 @@ ACTIONS = [
         lambda n, u: transitions.node_capacity_approve(node=n, by=u),
     ),
     _action("revoke_credential", "Revoke credential", lambda n, u: services.node_revoke_credential(node=n, by=u)),
+    _action(
+        "reset_gpus",
+        "Reset its unhealthy GPUs (they return once the agent no longer sees the fault)",
+        lambda n, u: gpuhealth.node_gpu_reset(node=n, by=u),
+    ),
 ]
 
 
@@ -152,6 +157,8 @@ class NodeAdmin(admin.ModelAdmin):
         "approved_disk_bytes",
         "pending_capacity",
         "gpus",
+        "gpu_health",
+        "gpu_resets",
         "gpu_fingerprint",
         "capped",
         "job_egress",
@@ -195,12 +202,21 @@ class NodeAdmin(admin.ModelAdmin):
         text = runtime_names(obj.runtimes) or "— (engine default)"
         return text + (f"; lender requires {obj.lender_min_isolation}" if obj.lender_min_isolation else "")
 
+    @admin.display(description="GPU health")
+    def gpu_health(self, obj: Node) -> str:
+        """Why a GPU gets no jobs (the agent's XID or ECC finding), or that all are healthy."""
+        sick = gpuhealth.unhealthy(obj)
+        if not sick:
+            return "all healthy" if obj.gpus else "—"
+        return "; ".join(f"{gpuhealth.describe(g)}: {g.get('health_reason') or 'unhealthy'}" for g in sick)
+
     @admin.display(description="GPUs")
     def gpu_summary(self, obj: Node) -> str:
         if not obj.gpus:
             return "—"
         models = sorted({g.get("model") or "?" for g in obj.gpus})
-        return f"{len(obj.gpus)} × {', '.join(models)}"
+        sick = gpuhealth.unhealthy(obj)
+        return f"{len(obj.gpus)} × {', '.join(models)}" + (f" ({len(sick)} unhealthy)" if sick else "")
 
 
 def runtime_names(runtimes) -> str:

@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 
 from euler import metrics, tokens
 from nodeagent import protocol
-from nodes import beathooks, beatmemo, cadence, channel, lastseen, livestore, memory, policy, transitions
+from nodes import beathooks, beatmemo, cadence, channel, gpuhealth, lastseen, livestore, memory, policy, transitions
 from nodes.auth import CREDENTIAL_PREFIX, NodeRejected, authenticate_node
 from nodes.models import Approval, Node
 from nodes.signals import node_available
@@ -48,6 +48,7 @@ def _reply(node: Node, interval: float, commands) -> protocol.HeartbeatReply:
         heartbeat_interval=interval,
         commands=list(commands),
         poll_wait=cadence.poll_wait_for(interval),
+        gpu_resets=node.gpu_resets or {},
     )
 
 
@@ -266,6 +267,8 @@ def node_heartbeat(*, node: Node, hb: protocol.Heartbeat, force_write: bool = Fa
                 node_available.send(sender=Node, node_id=node.pk)
     else:
         fields = {"last_heartbeat_at": now}  # nothing written: the batch flush lands it
+    if "gpus" in fields:
+        gpuhealth.record_changes(node, node.gpus, fields["gpus"])  # a GPU turned (un)healthy: its event
     for key, value in fields.items():
         setattr(node, key, value)
     return node, fp

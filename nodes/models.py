@@ -32,6 +32,9 @@ class EventKind(models.TextChoices):
     CREDENTIAL_ROTATED = "credential_rotated", "Credential rotated"
     CREDENTIAL_REVOKED = "credential_revoked", "Credential revoked"
     CAPACITY_APPROVED = "capacity_approved", "Capacity change approved"
+    GPU_UNHEALTHY = "gpu_unhealthy", "GPU unhealthy"
+    GPU_HEALTHY = "gpu_healthy", "GPU healthy again"
+    GPU_RESET = "gpu_reset", "GPU reset requested"
 
 
 class Node(models.Model):
@@ -55,6 +58,9 @@ class Node(models.Model):
     memory_bytes = models.BigIntegerField(default=0)
     gpus = models.JSONField(default=list, blank=True)  # list of protocol.GpuInfo dicts, live figures included
     gpu_fingerprint = models.CharField(max_length=64, blank=True, default="")  # pinned at approval
+    # Operators' GPU resets: {uuid: a number that grows with each reset}, sent in every heartbeat reply; the agent
+    # clears its health mark once per new number (nodes/gpuhealth.py).
+    gpu_resets = models.JSONField(default=dict, blank=True)
     # Free space of Docker's data root, capped by the lender; null: not reported (an older agent), not counted.
     disk_bytes = models.BigIntegerField(null=True, blank=True, default=None)
     # Capacity pinned at approval (null: not pinned, a node never approved). `cpu_milli`, `memory_bytes` and

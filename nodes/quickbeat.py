@@ -85,6 +85,7 @@ def reply(node, interval: float) -> dict:
         "heartbeat_interval": interval,
         "commands": [],
         "poll_wait": cadence.poll_wait_for(interval),
+        "gpu_resets": node.gpu_resets or {},
     }
 
 

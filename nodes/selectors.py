@@ -21,8 +21,9 @@ def public_pool_nodes() -> QuerySet[Node]:
 
 
 def free_gpus(node: Node) -> list[dict]:
+    """GPUs a job could get now: not held, and healthy (an unhealthy GPU is never offered)."""
     taken = set(node.allocated_gpus or [])
-    return [g for g in node.gpus or [] if g.get("uuid") not in taken]
+    return [g for g in node.gpus or [] if g.get("uuid") not in taken and g.get("healthy", True)]
 
 
 def pool_summary(nodes) -> dict:

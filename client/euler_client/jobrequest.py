@@ -16,6 +16,8 @@ class RunRequest:
     cpu_milli: int | None = None
     memory_bytes: int | None = None
     gpu_count: int | None = None
+    gpu_model: str | None = None  # a typed request: the body's `gpus` object (count: gpu_count, else 1)
+    gpu_min_memory_gib: float | None = None
     disk_bytes: int | None = None
     timeout_seconds: int | None = None
     max_retries: int | None = None
@@ -35,6 +37,19 @@ class RunRequest:
 
     def body(self) -> dict:
         """The POST /api/v1/jobs body (the job file, the flags over it, then the defaults `run` asks for)."""
+        body = self._body()
+        if self.gpu_model is None and self.gpu_min_memory_gib is None:
+            return body
+        typed = {"count": self.gpu_count if self.gpu_count is not None else 1}
+        if self.gpu_model is not None:
+            typed["model"] = self.gpu_model
+        if self.gpu_min_memory_gib is not None:
+            typed["min_memory_gib"] = self.gpu_min_memory_gib
+        body.pop("gpu_count", None)
+        body["gpus"] = typed
+        return body
+
+    def _body(self) -> dict:
         return job_body(
             file_body=self.file_body, image=self.image, command=list(self.command), name=self.name,
             cpu_milli=self.cpu_milli, memory_bytes=self.memory_bytes, gpu_count=self.gpu_count,

@@ -141,6 +141,22 @@ def default_name(image: str) -> str:
 
 
 # What `euler run` asks for when neither the flags nor the job file say (the API requires these fields).
+def parse_gib(text: str) -> float:
+    """GiB per GPU: "40", "79.5", "40Gi" or "40GiB" (the API's `min_memory_gib`)."""
+    raw = text.strip()
+    for suffix in ("GiB", "Gi", "G"):
+        if raw.lower().endswith(suffix.lower()):
+            raw = raw[: -len(suffix)].strip()
+            break
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ParseError(f"GPU memory is a number of GiB (40, 79.5, 40Gi), not {text!r}") from None
+    if not 0 <= value <= 4096:
+        raise ParseError(f"GPU memory is 0 to 4096 GiB, not {text!r}")
+    return int(value) if value.is_integer() else value
+
+
 RUN_DEFAULTS = {"cpu_milli": 500, "memory_bytes": 256 * 2**20, "timeout_seconds": 3600}
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from drf_spectacular.drainage import set_override
 from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from euler.errors import InvalidInput
 from jobs import validation
 from jobs.models import Attempt, Job, JobEvent
+from nodeagent.gpumatch import GIB
 from quotas.api.base import StrictSerializer
 
 
@@ -50,6 +52,12 @@ class JobCreateSerializer(StrictSerializer):
             fields[key] = field
         return fields
 
+    def validate(self, attrs):
+        try:
+            return validation.merge_gpus(dict(attrs), given=set(self.initial_data))
+        except InvalidInput as exc:
+            raise serializers.ValidationError({"gpus": [serializers.ErrorDetail(exc.message, code=exc.code)]}) from None
+
 
 _OPENAPI = {
     "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
@@ -58,6 +66,20 @@ _OPENAPI = {
     "disk_bytes": OpenApiTypes.INT,
     "network": {"type": "string", "enum": ["default", "none"]},
     "gpu_count": OpenApiTypes.INT,
+    "gpus": {
+        "oneOf": [
+            {"type": "integer", "minimum": 0, "maximum": 8},
+            {
+                "type": "object",
+                "required": ["count"],
+                "properties": {
+                    "count": {"type": "integer", "minimum": 1, "maximum": 8},
+                    "model": {"type": "string", "maxLength": 128, "description": "glob over the NVML name"},
+                    "min_memory_gib": {"type": "number", "minimum": 0, "maximum": 4096},
+                },
+            },
+        ]
+    },
     "timeout_seconds": OpenApiTypes.INT,
     "max_retries": OpenApiTypes.INT,
     "priority": {"type": "integer", "minimum": -100, "maximum": 100, "default": 0},
@@ -90,7 +112,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         fields = [
             "id", "number", "node", "state", "exit_code", "reason", "message", "gpu_uuids", "cpu_milli",
             "memory_bytes", "disk_bytes", "created_at", "started_at", "ended_at", "log_bytes", "log_truncated",
-            "runtime", "isolation",
+            "runtime", "isolation", "gpu_stats",
         ]  # fmt: skip
 
 
@@ -105,11 +127,21 @@ class JobEventSerializer(serializers.ModelSerializer):
 class JobSerializer(serializers.ModelSerializer):
     """Env is write-only: the output says only whether the job has one."""
 
+    gpus = serializers.SerializerMethodField()
+
+    @extend_schema_field(
+        {"type": "object", "properties": {"count": {"type": "integer"}, "model": {"type": "string"},
+                                          "min_memory_gib": {"type": "number"}}}
+    )  # fmt: skip
+    def get_gpus(self, job: Job) -> dict:
+        """The GPU request as asked: count, model glob ("" any), least memory per GPU in GiB (0 any)."""
+        return {"count": job.gpu_count, "model": job.gpu_model, "min_memory_gib": job.gpu_min_memory_bytes / GIB}
+
     class Meta:
         model = Job
         fields = [
             "id", "name", "state", "image", "command", "cpu_milli", "memory_bytes", "disk_bytes",
-            "network", "gpu_count", "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
+            "network", "gpu_count", "gpus", "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
             "min_trust", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
             "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation",

@@ -18,14 +18,23 @@ import heapq
 from jobs.scheduling.filters import static_reject
 from jobs.scheduling.scores import spread
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot
+from nodeagent.gpumatch import gpu_matches
 
 UNLIMITED = 1 << 62  # the free disk of a node that does not report disk
 
-Shape = tuple[int, int, int, int]  # what a job takes: millicores, memory bytes, GPUs, disk bytes
+GpuKind = tuple[str, int] | None  # a typed GPU request: (model glob, least memory bytes); None: any GPU
+# What a job takes: millicores, memory bytes, GPUs, disk bytes, and which GPUs count (its GpuKind).
+Shape = tuple[int, int, int, int, GpuKind]
+
+
+def gpu_kind(job: JobSnapshot) -> GpuKind:
+    if job.gpu_count and (job.gpu_model or job.gpu_min_memory_bytes):
+        return (job.gpu_model, job.gpu_min_memory_bytes)
+    return None
 
 
 def shape_of(job: JobSnapshot) -> Shape:
-    return (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
+    return (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes, gpu_kind(job))
 
 
 def eligibility_key(job: JobSnapshot) -> tuple:
@@ -93,18 +102,19 @@ class NodeClass:
         self.entries: list[tuple] = []
         self.too_big: list[Shape] = []  # shapes that found no room here this pass
         self.explained: dict[Shape, dict[str, int]] = {}  # reasons.capacity_counts, per shape
-        self.totals: set[Shape] | None = None  # the distinct node sizes, once asked for (fits_once_free)
+        self.totals: set[tuple] | None = None  # the distinct node sizes, once asked for (fits_once_free)
 
 
 class Reservation:
     """What a node is held for: a job's resources, which later jobs may not take from it."""
 
-    __slots__ = ("job", "cpu", "mem", "gpus", "disk")
+    __slots__ = ("job", "cpu", "mem", "gpus", "disk", "kind")
 
     def __init__(self, job: JobSnapshot) -> None:
         self.job = job
         self.cpu, self.mem, self.gpus = job.cpu_milli, job.memory_bytes, job.gpu_count
         self.disk = job.disk_bytes
+        self.kind = gpu_kind(job)  # a typed reservation keeps GPUs of its kind, not just a count
 
 
 class Capacity:
@@ -123,6 +133,9 @@ class Capacity:
             else none
             for n in nodes
         ]
+        # Each GPU's (NVML name, memory): a typed request counts only the GPUs whose kind it matches.
+        self._gpu_kind: dict[str, tuple[str, int]] | None = None  # built when a typed request first asks
+        self._matching: dict[tuple[str, int], frozenset[tuple[str, int]]] = {}  # request -> the GPU kinds it takes
         self.version = [0] * len(nodes)
         self.node_class: list[NodeClass] = []
         self.classes = self._classes(relevant)  # in order of their lowest node id: deterministic
@@ -175,11 +188,39 @@ class Capacity:
             self.classes_for(job)
         return self.rejects[key]
 
+    @property
+    def gpu_kind(self) -> dict[str, tuple[str, int]]:
+        if self._gpu_kind is None:
+            self._gpu_kind = {u: k for n in self.nodes for u, k in zip(n.gpu_uuids, n.gpu_kinds, strict=False)}
+        return self._gpu_kind
+
+    def matching(self, kind: tuple[str, int]) -> frozenset[tuple[str, int]]:
+        """The GPU kinds (NVML name, memory) in this pass that a typed request takes: matched once per pass."""
+        found = self._matching.get(kind)
+        if found is None:
+            glob, least = kind
+            kinds = {k for n in self.nodes for k in n.gpu_kinds}
+            found = self._matching[kind] = frozenset(
+                k for k in kinds if gpu_matches(k[0], k[1], glob=glob, min_memory_bytes=least)
+            )
+        return found
+
+    def usable(self, uuids: list[str] | tuple[str, ...], kind: GpuKind) -> list[str]:
+        """Of these GPUs (in device order), those a request of this kind may take."""
+        if kind is None:
+            return list(uuids)
+        ok, kinds = self.matching(kind), self.gpu_kind
+        return [u for u in uuids if kinds.get(u) in ok]
+
+    def free_gpus(self, i: int, kind: GpuKind) -> int:
+        """How many of node i's free GPUs a request of this kind may take."""
+        return len(self.gpus[i]) if kind is None else len(self.usable(self.gpus[i], kind))
+
     def fits(self, i: int, shape: Shape) -> bool:
         return (
             self.cpu[i] >= shape[0]
             and self.mem[i] >= shape[1]
-            and len(self.gpus[i]) >= shape[2]
+            and self.free_gpus(i, shape[4]) >= shape[2]
             and self.disk[i] >= shape[3]
         )
 
@@ -194,14 +235,35 @@ class Capacity:
         return (
             (not shape[0] or self.cpu[i] - shape[0] >= r.cpu)
             and (not shape[1] or self.mem[i] - shape[1] >= r.mem)
-            and (not shape[2] or len(self.gpus[i]) - shape[2] >= r.gpus)
             and (not shape[3] or self.disk[i] - shape[3] >= r.disk)
+            and (
+                not shape[2]
+                or (len(self.gpus[i]) - shape[2] >= r.gpus if r.kind is None else self._leaves_typed(i, shape, r))
+            )
         )
+
+    def _leaves_typed(self, i: int, shape: Shape, r: Reservation) -> bool:
+        """Whether the GPUs `shape` would take on node i (as place() picks them) leave the typed reservation the
+        matching GPUs it needs (every free one it matches, while it waits for more to free up)."""
+        taken = set(self.picks(i, shape[2], shape[4]))
+        matching = self.usable(self.gpus[i], r.kind)
+        return sum(1 for u in matching if u not in taken) >= min(r.gpus, len(matching))
+
+    def picks(self, i: int, count: int, kind: GpuKind) -> list[str]:
+        """The GPUs a job of this kind takes on node i, in device order; on a node held for a typed reservation
+        of another kind, the GPUs that reservation cannot use first."""
+        free = self.usable(self.gpus[i], kind)
+        r = self.reserved.get(i)
+        if r is not None and r.kind is not None and r.kind != kind:
+            keep = set(self.usable(free, r.kind))
+            free = [u for u in free if u not in keep] + [u for u in free if u in keep]
+        return free[:count]
 
     def best_in(self, cls: NodeClass, shape: Shape) -> tuple | None:
         """The class's highest-scoring node with room for `shape` (left in the heap), or None."""
-        for c, m, g, d in cls.too_big:
-            if c <= shape[0] and m <= shape[1] and g <= shape[2] and d <= shape[3]:
+        kind = shape[4]
+        for c, m, g, d, k in cls.too_big:  # a request of any GPU found none: a typed one finds none either
+            if c <= shape[0] and m <= shape[1] and g <= shape[2] and d <= shape[3] and (k is None or k == kind):
                 return None
         entries, aside, found = cls.entries, [], None
         cpu, mem, gpus, disk, version = self.cpu, self.mem, self.gpus, self.disk, self.version
@@ -217,6 +279,7 @@ class Capacity:
                 and mem[i] >= shape[1]
                 and len(gpus[i]) >= shape[2]
                 and disk[i] >= shape[3]
+                and (kind is None or self.free_gpus(i, kind) >= shape[2])
                 and (not self.reserved or self.allowed(i, shape))
             ):
                 found = entry
@@ -242,7 +305,7 @@ class Capacity:
     def best_node(self, job: JobSnapshot) -> int | None:
         """Where the job goes now: a CPU-only job takes a node without GPUs while one fits, else any."""
         plain, gpu, full = self._eligible(job)
-        shape = (job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
+        shape = shape_of(job)
         if shape in full:
             return None  # the same kind of job found no room earlier in this pass
         i = self.take(plain, shape) if job.gpu_count == 0 else None
@@ -257,8 +320,13 @@ class Capacity:
         self.cpu[i] -= job.cpu_milli
         self.mem[i] -= job.memory_bytes
         self.disk[i] -= job.disk_bytes
-        taken = tuple(self.gpus[i][: job.gpu_count])
-        del self.gpus[i][: job.gpu_count]
+        kind = gpu_kind(job)
+        if kind is None and i not in self.reserved:
+            taken = tuple(self.gpus[i][: job.gpu_count])
+            del self.gpus[i][: job.gpu_count]
+        else:
+            taken = tuple(self.picks(i, job.gpu_count, kind))
+            self.gpus[i] = [u for u in self.gpus[i] if u not in taken]
         self.version[i] += 1
         heapq.heappush(self.node_class[i].entries, self.entry(i))
         return taken
@@ -275,11 +343,17 @@ class Capacity:
                     self.nodes[i].cpu_milli,
                     self.nodes[i].memory_bytes,
                     len(self.nodes[i].gpu_uuids),
+                    self.nodes[i].gpu_kinds,
                     UNLIMITED if self.nodes[i].disk_bytes is None else self.nodes[i].disk_bytes,
                 )
                 for i in cls.members
             }
+        kind = gpu_kind(job)
+        ok = self.matching(kind) if kind is not None else None
         return any(
-            c >= job.cpu_milli and m >= job.memory_bytes and g >= job.gpu_count and d >= job.disk_bytes
-            for c, m, g, d in cls.totals
+            c >= job.cpu_milli
+            and m >= job.memory_bytes
+            and (g if ok is None else sum(1 for k in kinds if k in ok)) >= job.gpu_count
+            and d >= job.disk_bytes
+            for c, m, g, kinds, d in cls.totals
         )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from jobs.scheduling import isolation as tiers
 from jobs.scheduling.snapshots import PLATFORM, POOL_OWN, JobSnapshot, NodeSnapshot
+from nodeagent.gpumatch import describe
 from nodeagent.imageref import allowed_by
 
 Filter = Callable[[NodeSnapshot, JobSnapshot], str | None]
@@ -139,6 +140,6 @@ def capacity_phrases(job: JobSnapshot) -> dict[str, str]:
         "cpu": f"lack {job.cpu_milli} free millicores",
         "memory": f"lack {job.memory_bytes} free memory bytes",
         "disk": f"lack {job.disk_bytes} free disk bytes",
-        "gpus": f"lack {job.gpu_count} free GPU{'s' if job.gpu_count != 1 else ''}",
+        "gpus": f"lack {describe(job.gpu_count, job.gpu_model, job.gpu_min_memory_bytes, free=True)}",
         "busy": "were filled earlier in this pass",
     }

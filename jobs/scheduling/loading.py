@@ -32,6 +32,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
     fields += ("runtimes", "lender_min_isolation")
     table = settings.EULER_TRUST_MIN_ISOLATION
     for row in Node.objects.values(*fields, "allocated_gpus"):
+        gpus = [g for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0)) if g.get("healthy", True)]
         snaps.append(
             NodeSnapshot(
                 id=row["id"],
@@ -47,7 +48,8 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 cpu_milli=row["cpu_milli"],
                 memory_bytes=row["memory_bytes"],
                 disk_bytes=row["disk_bytes"],
-                gpu_uuids=tuple(g["uuid"] for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0))),
+                gpu_uuids=tuple(g["uuid"] for g in gpus),  # an unhealthy GPU (XID, ECC) is not offered
+                gpu_kinds=tuple((str(g.get("model", "")), int(g.get("memory_bytes", 0))) for g in gpus),
                 runs_networked=not row["job_egress_error"],  # its agent refuses networked jobs, saying why
                 image_patterns=tuple(row["allowed_images"] or ()),
                 runtimes=tiers.runtimes_from(row["runtimes"]),
@@ -103,6 +105,8 @@ def job_snapshot(job: Job) -> JobSnapshot:
         cpu_milli=job.cpu_milli,
         memory_bytes=job.memory_bytes,
         gpu_count=job.gpu_count,
+        gpu_model=job.gpu_model,
+        gpu_min_memory_bytes=job.gpu_min_memory_bytes,
         disk_bytes=job.disk_bytes,
         queued_at=job.queued_at.timestamp(),
         region=job.region,

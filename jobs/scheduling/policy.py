@@ -156,7 +156,7 @@ class _Pass:
         if blocked is not None:
             self.pending[job.id] = blocked
             return
-        key = (eligibility_key(job), job.cpu_milli, job.memory_bytes, job.gpu_count, job.disk_bytes)
+        key = (eligibility_key(job), *shape_of(job))
         found = self.explained.get(key)
         if found is None:
             found = self.explained[key] = (explain(state, job), state.fits_once_free(job))

@@ -78,9 +78,9 @@ def capacity_counts(state: Capacity, cls: NodeClass, job: JobSnapshot) -> dict[s
         if job.gpu_count and not cls.has_gpu:
             found["gpus"] = len(cls.members)
         else:
-            cpu, mem, gpus, disk = state.cpu, state.mem, state.gpus, state.disk
+            cpu, mem, disk, kind = state.cpu, state.mem, state.disk, shape[4]
             for i in cls.members:
-                why = capacity_reject(cpu[i], mem[i], len(gpus[i]), disk[i], job) or "busy"
+                why = capacity_reject(cpu[i], mem[i], state.free_gpus(i, kind), disk[i], job) or "busy"
                 found[why] = found.get(why, 0) + 1
         cls.explained[shape] = found
     return found

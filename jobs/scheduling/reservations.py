@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jobs.scheduling import reasons
-from jobs.scheduling.capacity import Capacity, NodeClass, Reservation, shape_of
+from jobs.scheduling.capacity import Capacity, NodeClass, Reservation, gpu_kind, shape_of
 from jobs.scheduling.fairshare import ProjectShare
 from jobs.scheduling.filters import static_reject
 from jobs.scheduling.scores import reservation_rank
@@ -73,17 +73,17 @@ def _starved(queue: list[JobSnapshot], *, now: float, reserve_after: float) -> J
 def reservable(state: Capacity, classes: list[NodeClass], job: JobSnapshot) -> int | None:
     """The unreserved node the job fits once its running jobs end that lacks the least now (then the
     emptiest, then the lowest id), or None."""
-    best, found = None, None
+    best, found, kind = None, None, gpu_kind(job)
     for cls in classes:
         for i in cls.members:
             node = state.nodes[i]
             if i in state.reserved or node.cpu_milli < job.cpu_milli or node.memory_bytes < job.memory_bytes:
                 continue
-            if len(node.gpu_uuids) < job.gpu_count or (
+            if len(state.usable(node.gpu_uuids, kind)) < job.gpu_count or (
                 node.disk_bytes is not None and node.disk_bytes < job.disk_bytes
             ):
                 continue
-            key = reservation_rank(job, state.cpu[i], state.mem[i], len(state.gpus[i]), node.id)
+            key = reservation_rank(job, state.cpu[i], state.mem[i], state.free_gpus(i, kind), node.id)
             if best is None or key < best:
                 best, found = key, i
     return found

@@ -26,7 +26,8 @@ class NodeSnapshot:
     cpu_milli: int = 0  # totals
     memory_bytes: int = 0
     disk_bytes: int | None = None  # None: the node does not report disk (an older agent); not counted
-    gpu_uuids: tuple[str, ...] = ()  # in device index order
+    gpu_uuids: tuple[str, ...] = ()  # in device index order; healthy GPUs only (an unhealthy one is not offered)
+    gpu_kinds: tuple[tuple[str, int], ...] = ()  # (NVML name, memory bytes) of each of gpu_uuids; () when unknown
     runs_networked: bool = True  # False: its agent could not install its egress rules and refuses networked jobs
     image_patterns: tuple[str, ...] = ()  # the lender's allowed images (nodeagent/imageref.py); (): every image
     runtimes: tuple = ()  # isolation.Runtime of each runtime it offers; (): an older agent, the engine's default
@@ -51,6 +52,8 @@ class JobSnapshot:
     cpu_milli: int
     memory_bytes: int
     gpu_count: int = 0
+    gpu_model: str = ""  # a typed request's glob over the NVML name (nodeagent/gpumatch.py); "": any model
+    gpu_min_memory_bytes: int = 0  # a typed request's least memory per GPU; 0: any
     disk_bytes: int = 0
     queued_at: float = 0.0  # order key: earlier first, then id
     region: str = ""

@@ -60,6 +60,8 @@ class GpuOut(serializers.Serializer):
     memory_bytes = serializers.IntegerField()
     memory_used_bytes = serializers.IntegerField(required=False)
     utilization = serializers.FloatField(required=False)
+    healthy = serializers.BooleanField(default=True, help_text="False: no jobs go to it (see health_reason)")
+    health_reason = serializers.CharField(default="", help_text='The agent\'s finding, e.g. "XID 79"')
 
 
 class RuntimeOut(serializers.Serializer):

@@ -75,3 +75,28 @@ def test_a_job_file_that_is_not_a_mapping_is_refused(sent, tmp_path, capsys):
     job.write_text("- just\n- a list\n")
     assert euler(["run", "-f", str(job)]) == 2
     assert "mapping" in capsys.readouterr().err and sent == []
+
+
+def test_run_sends_a_typed_gpu_request_as_the_gpus_object(sent):
+    assert euler(["run", "-d", "--gpus", "2", "--gpu-model", "A100*", "--gpu-min-memory", "40", "img", "true"]) == 0
+    body = json.loads(sent[0].content)
+    assert body["gpus"] == {"count": 2, "model": "A100*", "min_memory_gib": 40} and "gpu_count" not in body
+    assert euler(["run", "-d", "--gpu-min-memory", "79.5Gi", "img", "true"]) == 0
+    assert json.loads(sent[1].content)["gpus"] == {"count": 1, "min_memory_gib": 79.5}
+
+
+def test_a_bad_gpu_memory_is_a_usage_error(sent, capsys):
+    assert euler(["run", "-d", "--gpu-min-memory", "lots", "img", "true"]) == 2
+    assert "GPU memory is a number of GiB" in capsys.readouterr().err and sent == []
+
+
+def test_the_python_client_sends_a_typed_request_as_given(sent):
+    from euler_client.jobrequest import RunRequest
+
+    client = Client("http://euler.test", "euler_pk_test", transport=httpx.MockTransport(lambda r: sent.append(r) or
+                    httpx.Response(201, json={"id": 1})))  # fmt: skip
+    client.jobs.submit(name="t", gpus={"count": 2, "model": "A100*", "min_memory_gib": 40})
+    assert json.loads(sent[-1].content)["gpus"] == {"count": 2, "model": "A100*", "min_memory_gib": 40}
+    body = RunRequest(image="i", gpu_count=2, gpu_model="A100*", gpu_min_memory_gib=40).body()
+    assert body["gpus"] == {"count": 2, "model": "A100*", "min_memory_gib": 40} and "gpu_count" not in body
+    assert "gpus" not in RunRequest(image="i", gpu_count=2).body()

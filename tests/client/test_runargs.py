@@ -32,6 +32,7 @@ CASES = [
     ["--detach", "--cpu=1.5", "--memory", "1Gi", "--label", "a=b", "--label", "c=d", "img", "sh", "-c", "x y"],
     ["-d", "--env", "A=1", "--retry-on", "lost,failed", "--priority", "-5", "--", "img", "--cpu", "2"],
     ["-d", "--timeout", "1h30m", "--disk", "10Gi", "--gpus", "1", "--name", "n", "img"],
+    ["-d", "--gpus", "2", "--gpu-model", "A100*", "--gpu-min-memory", "40Gi", "img"],
 ]
 
 

@@ -1,47 +1,10 @@
 """The probe against a fake NVML (the boundary), fake cgroup files and the real psutil."""
 
-from types import SimpleNamespace
-
 import psutil
 
 from nodeagent import probe
 
-
-class FakeNVML:
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self, cards):
-        self.cards = cards
-        self.inited = 0
-
-    def nvmlInit(self):
-        self.inited += 1
-
-    def nvmlDeviceGetCount(self):
-        return len(self.cards)
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return self.cards[i]
-
-    def nvmlDeviceGetUUID(self, h):
-        return h["uuid"].encode()
-
-    def nvmlDeviceGetName(self, h):
-        return h["name"]
-
-    def nvmlDeviceGetMemoryInfo(self, h):
-        return SimpleNamespace(total=h["total"], used=h["used"], free=h["total"] - h["used"])
-
-    def nvmlDeviceGetUtilizationRates(self, h):
-        if h.get("util") is None:
-            raise self.NVMLError("not supported")
-        return SimpleNamespace(gpu=h["util"], memory=0)
-
-
-class NoNVML:
-    def nvmlInit(self):
-        raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+from .fakenvml import FakeNVML, NoNVML
 
 
 def test_gpus_are_read_through_nvml_with_uuid_index_model_memory_and_utilization():

@@ -140,7 +140,7 @@ def jobs_show(state, as_json, job_id):
         ("id", j["id"]), ("name", j.get("name")), ("state", j.get("state")), ("reason", j.get("reason")),
         ("exit code", j.get("exit_code")), ("pending", j.get("pending_reason")), ("image", j.get("image")),
         ("command", " ".join(j.get("command") or [])), ("cpu", fmt_cpu(j.get("cpu_milli"))),
-        ("memory", fmt_bytes(j.get("memory_bytes"))), ("gpus", j.get("gpu_count")),
+        ("memory", fmt_bytes(j.get("memory_bytes"))), ("gpus", _gpus(j)),
         ("timeout", f"{j.get('timeout_seconds')} s"), ("isolation", j.get("isolation")), ("retries", f"{j.get('retries_used')} of {j.get('max_retries')}"),
         ("created", fmt_time(j.get("created_at"))), ("ended", fmt_time(j.get("ended_at"))),
     ])  # fmt: skip
@@ -150,6 +150,23 @@ def jobs_show(state, as_json, job_id):
         table(["ATTEMPT", "NODE", "RUNTIME", "STATE", "REASON", "EXIT", "STARTED", "ENDED"],
               [[a["number"], a.get("node"), a.get("runtime") or "-", a.get("state"), a.get("reason"), a.get("exit_code"),
                 fmt_time(a.get("started_at")), fmt_time(a.get("ended_at"))] for a in attempts])  # fmt: skip
+        rows = [[a["number"], s.get("uuid"), f"{s.get('utilization_avg', 0):g}%", f"{s.get('utilization_max', 0):g}%",
+                 fmt_bytes(s.get("memory_peak_bytes")), s.get("memory_source")]
+                for a in attempts for s in a.get("gpu_stats") or []]  # fmt: skip
+        if rows:
+            click.echo()
+            table(["ATTEMPT", "GPU", "UTIL AVG", "UTIL MAX", "PEAK MEMORY", "MEMORY OF"], rows)
+
+
+def _gpus(j: dict) -> str:
+    """The GPU request as asked: "2", or "2 × A100* ≥ 40 GiB"."""
+    typed = j.get("gpus") or {}
+    text = str(j.get("gpu_count") or 0)
+    if typed.get("model"):
+        text += f" × {typed['model']}"
+    if typed.get("min_memory_gib"):
+        text += f" ≥ {typed['min_memory_gib']:g} GiB"
+    return text
 
 
 jobs = NounGroup("jobs", "Your project's jobs: list (the default), show, run, logs, cancel, wait, retry.")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from euler_client.cli.attach import run_job
-from euler_client.cli.base import BYTES, CPU, DURATION, pass_state
+from euler_client.cli.base import BYTES, CPU, DURATION, GIB, pass_state
 from euler_client.cli.runargs import RUN_OPTIONS, run_request
 from euler_client.jobrequest import RunRequest
 from euler_client.parse import (
@@ -18,6 +18,7 @@ from euler_client.parse import (
     parse_duration,
     parse_env,
     parse_env_file,
+    parse_gib,
     parse_labels,
 )
 
@@ -56,7 +57,7 @@ def _env(items: tuple[str, ...], env_file: str | None) -> dict:
 
 def _options(f):
     """The click options of RUN_OPTIONS (declared once, shared with the fast path)."""
-    types = {parse_cpu: CPU, parse_bytes: BYTES, parse_duration: DURATION, int: int, None: None}
+    types = {parse_cpu: CPU, parse_bytes: BYTES, parse_duration: DURATION, parse_gib: GIB, int: int, None: None}
     for option in reversed(RUN_OPTIONS):
         kwargs = {"is_flag": True} if option.flag else {"type": types[option.parse], "multiple": option.multiple}
         f = click.option(*option.flags, option.dest, metavar=option.metavar, help=option.help, **kwargs)(f)
@@ -74,6 +75,7 @@ def run(state, **options) -> int:
     \b
     euler run alpine:3.20 -- sh -c 'echo hello'
     euler run --cpu 2 --memory 4Gi --gpus 1 --timeout 2h registry/team/train:1 -- python train.py
+    euler run --gpus 2 --gpu-model 'A100*' --gpu-min-memory 40 registry/team/train:1 -- python train.py
     euler run -f job.yaml
 
     The first Ctrl-C cancels the job and waits for its end; a second one detaches.

@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from euler_client.parse import ParseError, parse_bytes, parse_cpu, parse_duration, parse_env, parse_labels, parse_list
+from euler_client.parse import (
+    ParseError,
+    parse_bytes,
+    parse_cpu,
+    parse_duration,
+    parse_env,
+    parse_gib,
+    parse_labels,
+    parse_list,
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,14 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--cpu",), "cpu", "CPU: 0.5, 2 or 500m (default 0.5).", parse_cpu),
     Option(("--memory",), "memory", "Memory limit: 256Mi, 1Gi (default 256Mi).", parse_bytes),
     Option(("--gpus",), "gpus", "Whole GPUs (default 0).", int),
+    Option(("--gpu-model",), "gpu_model", "GPU model glob over the NVML name: 'A100*', '*80GB*'.", metavar="GLOB"),
+    Option(
+        ("--gpu-min-memory",),
+        "gpu_min_memory",
+        "Least memory per GPU in GiB: 40, 79.5, 40Gi.",
+        parse_gib,
+        metavar="GIB",
+    ),  # fmt: skip
     Option(("--disk",), "disk", "Writable-layer limit: 10Gi.", parse_bytes),
     Option(("--timeout",), "timeout", "300, 5m, 1h30m (default 1h).", parse_duration),
     Option(("--retries",), "retries", "Automatic retries (server default 1).", int),
@@ -111,6 +128,7 @@ def run_request(values: dict, *, node_selector: dict, env: dict, file_body: dict
     return RunRequest(
         image=values["image"], command=tuple(command), file_body=file_body, name=values["name"],
         cpu_milli=values["cpu"], memory_bytes=values["memory"], gpu_count=values["gpus"], disk_bytes=values["disk"],
+        gpu_model=values["gpu_model"], gpu_min_memory_gib=values["gpu_min_memory"],
         timeout_seconds=values["timeout"], max_retries=values["retries"],
         retry_on=parse_list(values["retry_on"]) if values["retry_on"] is not None else None,
         region=values["region"], node_selector=node_selector, env=env, pool=values["pool"],
