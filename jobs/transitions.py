@@ -122,8 +122,9 @@ def move(
 
 
 def created(job: Job) -> None:
+    """A new job's first event. Not broadcast: nobody can be watching a job before its creation commits (a log
+    socket is accepted only for a job it can read), and the submit's reply would wait for a send to nobody."""
     JobEvent.objects.create(job=job, from_state="", to_state=job.state, message="submitted")
-    broadcast_on_commit(job.pk, job.state)
 
 
 def assign_many(jobs: list[Job], attempts: list[Attempt], *, now: datetime) -> None:
