@@ -217,10 +217,11 @@ class AttemptRun:
         else:
             self._reading = True
             threading.Thread(target=self._read_logs, args=(cid,), daemon=True).start()
+        # The exit is waited for from now on: a short job's end is known by the time the control plane answers.
+        threading.Thread(target=self._wait_exit, args=(cid,), daemon=True).start()
         if not self.record.get("running_reported"):
             self._report({"state": "running", "container_id": cid})
             self._save(running_reported=True)
-        threading.Thread(target=self._wait_exit, args=(cid,), daemon=True).start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         deadline = self.record.get("deadline")
         while not (self._reader_done.is_set() and self._exited.is_set()):
