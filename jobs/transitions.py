@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import weakref
 from datetime import datetime
 
 from asgiref.sync import async_to_sync
@@ -64,9 +66,44 @@ def _send(moves: list[tuple[int, str]]) -> None:
 
     try:
         layer = get_channel_layer()
-        if layer is not None:
+        if layer is None:
+            return
+        loop = _serving_loop()
+        if loop is not None:
+            # In a web process: sent from its event loop, in order, while the request (a node's report, a cancel)
+            # is answered; the node's next report no longer waits for the watchers to be told.
+            loop.call_soon_threadsafe(_queue_send, loop, layer, moves)
+        else:
             async_to_sync(_send_all)(layer, moves)
     except Exception as exc:  # noqa: BLE001 - a missed broadcast must not undo a committed transition
+        log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
+
+
+def _serving_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop whose SyncToAsync called this thread (asgiref's own record), else None."""
+    from asgiref.sync import SyncToAsync
+
+    local = SyncToAsync.threadlocal
+    loop = getattr(local, "main_event_loop", None)
+    if loop is None or getattr(local, "main_event_loop_pid", None) != os.getpid() or not loop.is_running():
+        return None
+    return loop
+
+
+_last_send: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its latest queued send
+
+
+def _queue_send(loop: asyncio.AbstractEventLoop, layer, moves: list[tuple[int, str]]) -> None:
+    """On the loop: a send that starts once the one queued before it ended (a job's moves arrive in order)."""
+    _last_send[loop] = loop.create_task(_send_after(_last_send.get(loop), layer, moves))
+
+
+async def _send_after(previous: asyncio.Task | None, layer, moves: list[tuple[int, str]]) -> None:
+    if previous is not None:
+        await asyncio.wait([previous])
+    try:
+        await _send_all(layer, moves)
+    except Exception as exc:  # noqa: BLE001 - as in _send
         log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
 
 
