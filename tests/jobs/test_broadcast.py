@@ -29,15 +29,15 @@ async def test_moves_made_in_a_request_thread_reach_the_watchers_in_their_order(
     layer, channel = await listen(7)
 
     def request():  # what a report or a cancel does after its commit, on the thread the web process gives it
-        for state in ("assigned", "running", "succeeded"):
-            transitions.broadcast_on_commit(7, state)
+        for state, node in (("assigned", "n1"), ("running", "n1"), ("succeeded", "")):
+            transitions.broadcast_on_commit(7, state, node)
 
     await sync_to_async(request)()
     got = await received(layer, channel, 3)
-    assert [(m["type"], m["state"], m["terminal"]) for m in got] == [
-        ("job.state", "assigned", False),
-        ("job.state", "running", False),
-        ("job.state", "succeeded", True),
+    assert got == [  # where an assigned or running job is, so that a watcher need not read the job
+        {"type": "job.state", "state": "assigned", "terminal": False, "node": "n1"},
+        {"type": "job.state", "state": "running", "terminal": False, "node": "n1"},
+        {"type": "job.state", "state": "succeeded", "terminal": True},
     ]
 
 
