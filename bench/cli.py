@@ -104,6 +104,7 @@ def main() -> None:
     args = parser.parse_args()
     if not EULER.exists():
         raise SystemExit(f"{EULER} is missing: pip install -e ./client")
+    sys.path.insert(0, str(REPO / "client"))
     import euler_client
     from job_latency import boot
 
@@ -117,7 +118,9 @@ def main() -> None:
         figures["euler run (before)"], cpu["euler run (before)"] = [], []
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
         platform, http, key = boot(Path(tmp))
-        env = {**os.environ, "HOME": tmp, "EULER_URL": platform.url, "EULER_API_KEY": key}
+        # This checkout's client, whichever one the virtual environment's `euler` was installed from.
+        path = os.pathsep.join(filter(None, [str(REPO / "client"), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "HOME": tmp, "EULER_URL": platform.url, "EULER_API_KEY": key, "PYTHONPATH": path}
         try:
             for i in range(args.warmup + args.pairs):
                 docker_s, _ = timed(DOCKER)
@@ -141,7 +144,7 @@ def main() -> None:
         ("python -c pass", [sys.executable, "-c", "pass"]),
     ):
         for _ in range(args.pairs):
-            cpu[label].append(timed(argv)[1])
+            cpu[label].append(timed(argv, {**os.environ, "PYTHONPATH": path})[1])
     docker = statistics.median(figures["docker run --rm"])
     print(f"euler run vs docker run --rm of `{IMAGE} true` with --network none, {args.pairs} alternating rounds"
           f" (load average {os.getloadavg()[0]:.1f})")  # fmt: skip

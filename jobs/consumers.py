@@ -180,7 +180,10 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
             await self._catch_up()
             await self._end(message.get("state", ""))
         else:  # progress for clients such as `euler run` (queued → assigned → running), without polling
-            await self.send_json({"type": "state", "state": message.get("state", "")})
+            state = {"type": "state", "state": message.get("state", "")}
+            if message.get("node"):
+                state["node"] = message["node"]  # where it was assigned or runs: no need to read the job
+            await self.send_json(state)
 
     async def _end(self, state: str) -> None:
         self.ended = True

@@ -235,12 +235,13 @@ class AttemptRun:
         else:
             self.reader = self._reader(cid)
             self.reader.start()
+        # The exit is waited for from now on: a short job's end is known by the time the control plane answers.
+        threading.Thread(target=self._wait_exit, args=(cid,), daemon=True, name=f"euler-exit-{self.attempt_id}").start()
         if not self.record.get("running_reported"):
             self._report(
                 protocol.AttemptReport(state="running", container_id=cid, runtime=self.record.get("runtime", ""))
             )
             self._save(running_reported=True)
-        threading.Thread(target=self._wait_exit, args=(cid,), daemon=True, name=f"euler-exit-{self.attempt_id}").start()
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         self._after_start(cid)
         self._run_until_exit(cid)

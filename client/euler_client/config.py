@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 
 from euler_client.errors import ConfigError
 
@@ -24,11 +24,8 @@ def config_path(environ: dict | None = None) -> Path:
     return Path(base) / "euler" / "config.toml"
 
 
-@dataclass(frozen=True)
-class Settings:
-    url: str
-    api_key: str
-    profile: str
+# url, api_key, profile (str each). A namedtuple, not a dataclass (`dataclasses` imports `inspect`).
+Settings = namedtuple("Settings", "url api_key profile")
 
 
 def _load_toml(text: str) -> dict:

@@ -105,13 +105,16 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     nodes, stored = with_usage(rows["nodes"]), rows["stored"]
     placements, pending = _plan(jobs, nodes, now=now, rows=rows, stats=stats)
     pending.update(waiting)
+    # Registered before the assignments' state broadcasts (on_commit runs in order): nodes start their work
+    # first, the watchers hear of it after.
+    woken: list[int] = []
+    transaction.on_commit(lambda: woken and wake_nodes(woken))
     stats.placed, added = saving.assign(
         by_id, placements, {node.id: node.name for node in nodes}, now=now, nodes={node.id: node for node in nodes}
     )
     saving.save_pending(by_id, pending)
     saving.refresh_counters(nodes, stored, added)
-    woken = sorted(added)
-    transaction.on_commit(lambda: wake_nodes(woken))
+    woken.extend(sorted(added))
     stats.pending = len(pending)
     return stats
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from nodeagent import protocol
-from tests.e2e.harness import Platform, free_port
+from tests.e2e.harness import REPO, Platform, free_port
 from tests.e2e.test_jobs import FAST, IMAGE
 
 # django_db (rolled back per test) only so that pytest-django sets up the test database: the module's rows are
@@ -37,7 +37,8 @@ class Site:
 
     def env(self, **over) -> dict:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home), "LANG": "C.UTF-8",
-               "XDG_CONFIG_HOME": str(self.home / "xdg"), "EULER_URL": self.platform.url, "EULER_API_KEY": self.key}  # fmt: skip
+               "XDG_CONFIG_HOME": str(self.home / "xdg"), "EULER_URL": self.platform.url, "EULER_API_KEY": self.key,
+               "PYTHONPATH": str(REPO / "client")}  # this checkout's client, wherever the command was installed from  # fmt: skip
         env.update(over)
         return {k: v for k, v in env.items() if v is not None}
 

@@ -208,5 +208,8 @@ async def test_a_move_that_is_not_an_end_is_sent_as_a_state_message(api_key, run
     await receive_all(ws, 2)
     await get_channel_layer().group_send(f"jobs.{job.pk}", {"type": "job.state", "state": "queued", "terminal": False})
     assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "queued"}
+    running = {"type": "job.state", "state": "running", "terminal": False, "node": "n1"}
+    await get_channel_layer().group_send(f"jobs.{job.pk}", running)
+    assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "running", "node": "n1"}
     await end(job, "cancelled")
     assert await ws.receive_json_from(timeout=10) == {"type": "end", "state": "cancelled"}

@@ -18,6 +18,9 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         _silence_stdout()
         status = status or 141
+    import gc
+
+    gc.freeze()  # what is left is freed by the exit: its collections need not walk every object (~4 ms of CPU)
     sys.exit(status)
 
 

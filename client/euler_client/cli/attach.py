@@ -92,6 +92,8 @@ class Attach:
                 stream.flush()
             elif self.quiet and kind in ("connected", "state"):
                 continue  # progress is only shown: no need to read the job
+            elif kind == "state" and message.get("node"):  # assigned or running, and where: no need to read the job
+                self.announce({"state": message.get("state"), "attempts": [{"node": message["node"]}]})
             elif kind == "connected" or (kind == "state" and message.get("state") != "queued"):
                 self.announce(self.client.jobs.get(self.job_id))  # after subscribing: no move falls between
                 self.pending_read_at = time.monotonic()

@@ -1,0 +1,76 @@
+"""Job state broadcasts: sent from a web process's event loop in order, without holding the request that made the
+move (a node's running report waits for no watcher), and still sent at once where no event loop serves the thread."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+from jobs import transitions
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def listen(job_id: int) -> tuple:
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(transitions.group_name(job_id), channel)
+    return layer, channel
+
+
+async def received(layer, channel, n: int) -> list[dict]:
+    return [await asyncio.wait_for(layer.receive(channel), timeout=10) for _ in range(n)]
+
+
+async def test_moves_made_in_a_request_thread_reach_the_watchers_in_their_order():
+    layer, channel = await listen(7)
+
+    def request():  # what a report or a cancel does after its commit, on the thread the web process gives it
+        for state, node in (("assigned", "n1"), ("running", "n1"), ("succeeded", "")):
+            transitions.broadcast_on_commit(7, state, node)
+
+    await sync_to_async(request)()
+    got = await received(layer, channel, 3)
+    assert got == [  # where an assigned or running job is, so that a watcher need not read the job
+        {"type": "job.state", "state": "assigned", "terminal": False, "node": "n1"},
+        {"type": "job.state", "state": "running", "terminal": False, "node": "n1"},
+        {"type": "job.state", "state": "succeeded", "terminal": True},
+    ]
+
+
+class HeldLayer:
+    """A channel layer whose sends wait until the test lets them go."""
+
+    def __init__(self):
+        self.go, self.done = asyncio.Event(), asyncio.Event()
+        self.sent: list[dict] = []
+
+    async def group_send(self, group: str, message: dict) -> None:
+        await self.go.wait()
+        self.sent.append(message)
+        self.done.set()
+
+
+async def test_the_request_that_made_the_move_does_not_wait_for_the_send(monkeypatch):
+    layer = HeldLayer()
+    monkeypatch.setattr("channels.layers.get_channel_layer", lambda *args: layer)
+    await asyncio.wait_for(sync_to_async(transitions.broadcast_on_commit)(7, "running"), timeout=10)
+    assert layer.sent == []  # answered while the send waits
+    layer.go.set()
+    await asyncio.wait_for(layer.done.wait(), timeout=10)
+    assert layer.sent == [{"type": "job.state", "state": "running", "terminal": False}]
+
+
+def test_without_an_event_loop_serving_the_thread_the_move_is_sent_before_returning(monkeypatch):
+    sent = []
+
+    class Layer:
+        async def group_send(self, group: str, message: dict) -> None:
+            sent.append((group, message))
+
+    monkeypatch.setattr("channels.layers.get_channel_layer", lambda *args: Layer())
+    transitions.broadcast_on_commit(7, "cancelled")  # a Celery task, the admin: async_to_sync, as before
+    assert sent == [("jobs.7", {"type": "job.state", "state": "cancelled", "terminal": True})]
