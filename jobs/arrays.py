@@ -77,7 +77,6 @@ def array_submit(*, project, spec: dict, array: dict, depends_on: list[dict], by
         transitions.end_many(rows, why="dependency_failed", note=reason, now=now)
     elif queued:
         schedule_on_commit()
-    audit.record("array.submitted", project=project, target=f"array:{arr.pk}", details={"count": count}, by=by)
     return arr
 
 
@@ -110,7 +109,7 @@ def array_cancel(*, project, array_id, index: int | None = None, by=None) -> Job
         raise Conflict(f"Task {index} of array {arr.pk} has ended already.", code="invalid_transition")
     transitions.end_many(tasks, why="cancelled", note="cancelled by user")
     target = f"array:{arr.pk}" if index is None else f"array:{arr.pk}[{index}]"
-    audit.record("array.cancelled", project=project, target=target, details={"tasks": len(tasks)}, by=by)
+    audit.record("job.cancelled", project=project, target=target, details={"tasks": len(tasks)}, by=by)
     return arr
 
 
@@ -133,7 +132,7 @@ def array_retry(*, project, array_id, index: int | None = None, by=None) -> JobA
     if stopping.exists():
         raise Conflict("A previous attempt is still being stopped; retry in a few seconds.", code="attempt_stopping")
     requeue_tasks(arr, tasks, note="retried by user")
-    audit.record("array.retried", project=project, target=f"array:{arr.pk}", details={"tasks": len(tasks)}, by=by)
+    audit.record("job.retried", project=project, target=f"array:{arr.pk}", details={"tasks": len(tasks)}, by=by)
     return arr
 
 

@@ -32,7 +32,7 @@ def _lock_share(table: str, ids: list[int], project_id: int) -> dict[int, tuple]
     until the new dependency rows are committed (and then settles them)."""
     if not ids:
         return {}
-    cols = "id, state, array_id" if table == Job._meta.db_table else "id, count, held"
+    cols = "id, state, reason" if table == Job._meta.db_table else "id, count, held"
     with connection.cursor() as cur:
         vendor_lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
         placeholders = ", ".join(["%s"] * len(ids))
@@ -82,9 +82,10 @@ def attach(*, waiter: Node, project, depends_on: list[dict]) -> tuple[str, str]:
     for dep, (kind, target) in zip(depends_on, targets, strict=True):
         cond = dep["condition"]
         if kind == "job":
-            verdict = workflow.job_verdict(cond, jobs[target][1])
+            verdict = workflow.job_verdict(cond, jobs[target][1], jobs[target][2])
         else:
-            verdict = workflow.array_verdict(cond, counts[target], arrays[target][1])
+            broken = failed_dependency(array_id=target)
+            verdict = workflow.array_verdict(cond, counts[target], arrays[target][1], broken=broken)
         verdicts.append(verdict)
         if verdict == workflow.PENDING:
             waits.append(((kind, target), cond))
@@ -112,7 +113,7 @@ def settle(*, job_ids: set[int], array_ids: set[int]) -> tuple[list[Node], list[
     rows = list(
         (pending.filter(on_job_id__in=job_ids) | pending.filter(on_array_id__in=array_ids))
         .select_related("on_job")
-        .only("id", "job_id", "array_id", "on_job__state", "on_array_id", "condition", "state")
+        .only("id", "job_id", "array_id", "on_job__state", "on_job__reason", "on_array_id", "condition", "state")
     )
     if not rows:
         return [], []
@@ -122,9 +123,10 @@ def settle(*, job_ids: set[int], array_ids: set[int]) -> tuple[list[Node], list[
     never, touched = [], []
     for r in rows:
         if r.on_job_id:
-            verdict = workflow.job_verdict(r.condition, r.on_job.state)
+            verdict = workflow.job_verdict(r.condition, r.on_job.state, r.on_job.reason)
         else:
-            verdict = workflow.array_verdict(r.condition, counts[r.on_array_id], sizes[r.on_array_id])
+            broken = failed_dependency(array_id=r.on_array_id)
+            verdict = workflow.array_verdict(r.condition, counts[r.on_array_id], sizes[r.on_array_id], broken=broken)
         if verdict == workflow.PENDING:
             continue
         by_verdict[verdict].append(r.pk)

@@ -15,18 +15,28 @@ MET, NEVER, PENDING = "met", "never", "pending"
 Node = tuple[str, int]  # ("job", id) or ("array", id)
 
 
-def job_verdict(condition: str, state: str) -> str:
-    """Whether a job in `state` meets `condition` (met), never can (never: it ended otherwise), or not yet."""
+BROKEN = "dependency_failed"  # a job that ended so never ran: the chain is broken, whatever the condition
+
+
+def job_verdict(condition: str, state: str, reason: str = "") -> str:
+    """Whether a job in `state` meets `condition` (met), never can (never: it ended otherwise), or not yet.
+
+    A job cancelled `dependency_failed` never ran: it meets neither condition, so a failure travels down a
+    chain A → B (succeeded) → C (ended) to its end instead of starting C after a B that never ran."""
     if state not in ENDED:
         return PENDING
+    if reason == BROKEN:
+        return NEVER
     if condition == "ended" or state == "succeeded":
         return MET
     return NEVER
 
 
-def array_verdict(condition: str, counts: Mapping[str, int], count: int) -> str:
+def array_verdict(condition: str, counts: Mapping[str, int], count: int, *, broken: bool = False) -> str:
     """The same for a whole array: `succeeded` needs every task succeeded, so one task that ended otherwise
-    settles it at once (never); `ended` needs every task ended."""
+    settles it at once (never); `ended` needs every task ended. `broken`: the array's own dependency failed."""
+    if broken:
+        return NEVER
     ended = sum(counts.get(s, 0) for s in ENDED)
     if condition == "succeeded" and ended - counts.get("succeeded", 0) > 0:
         return NEVER

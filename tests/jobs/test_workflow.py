@@ -27,6 +27,12 @@ def test_a_job_dependency_verdict_follows_its_condition(condition, state, verdic
     assert workflow.job_verdict(condition, state) == verdict
 
 
+def test_a_job_that_never_ran_for_a_failed_dependency_meets_no_condition():
+    assert workflow.job_verdict("ended", "cancelled", "dependency_failed") == "never"
+    assert workflow.job_verdict("ended", "cancelled", "cancelled") == "met"
+    assert workflow.array_verdict("ended", workflow.full_counts([("cancelled", 3)]), 3, broken=True) == "never"
+
+
 def test_an_array_succeeded_dependency_fails_at_once_when_one_task_fails():
     counts = workflow.full_counts([("running", 8), ("failed", 1), ("succeeded", 1)])
     assert workflow.array_verdict("succeeded", counts, 10) == "never"
