@@ -71,7 +71,7 @@ def test_tasks_get_their_index_and_count_in_the_assignment_on_any_node(api, make
     from jobs import node_hooks
 
     node = make_node(trust="community", public_pool=True, cpu_milli=64000, memory_bytes=64 << 30)
-    body = submit_array(api, 3)
+    submit_array(api, 3)
     schedule()
     assignments, _ = node_hooks.poll_provider(node)
     assert sorted((a.array_index, a.array_count) for a in assignments) == [(0, 3), (1, 3), (2, 3)]
@@ -294,4 +294,3 @@ def test_dependent_of_a_queued_job_cancelled_by_the_user_is_cancelled_too(api, s
     assert Job.objects.get(pk=b["id"]).state == "cancelled"
     assert Job.objects.get(pk=a["id"]).state == "queued"
     assert timezone.now()
-
