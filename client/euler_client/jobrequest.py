@@ -27,6 +27,9 @@ class RunRequest:
     min_trust: str | None = None
     priority: int | None = None
     network: str | None = None
+    array_count: int | None = None  # --array N: N tasks of this job
+    parallelism: int | None = None
+    depends_on: list[dict] = field(default_factory=list)  # --after
     # how to follow it
     detach: bool = False  # print the id and return
     quiet: bool = False  # no progress lines
@@ -40,4 +43,10 @@ class RunRequest:
             disk_bytes=self.disk_bytes, timeout_seconds=self.timeout_seconds, max_retries=self.max_retries,
             retry_on=self.retry_on, region=self.region, node_selector=self.node_selector, env=self.env,
             pool=self.pool, min_trust=self.min_trust, priority=self.priority, network=self.network,
+            depends_on=self.depends_on, array=self.array(),
         )  # fmt: skip
+
+    def array(self) -> dict | None:
+        if self.array_count is None:
+            return None
+        return {"count": self.array_count} | ({"parallelism": self.parallelism} if self.parallelism else {})

@@ -1,7 +1,7 @@
 """Job arrays and dependencies end to end: web, worker, beat and a real `./euler-node` running real containers.
 
 The big array's size is EULER_E2E_ARRAY_COUNT (100 in the suite; the issue's 1,000 is run by hand:
-`EULER_E2E_ARRAY_COUNT=1000 pytest tests/e2e/test_arrays.py -k distinct`)."""
+`EULER_E2E_ARRAY_COUNT=1000 pytest tests/e2e/test_arrays.py -k every_index`)."""
 
 from __future__ import annotations
 

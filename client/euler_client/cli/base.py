@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from euler_client.cli.state import State
-from euler_client.parse import ParseError, parse_bytes, parse_cpu, parse_duration
+from euler_client.parse import ParseError, parse_after, parse_bytes, parse_cpu, parse_duration
 
 pass_state = click.make_pass_decorator(State)
 
@@ -30,6 +30,7 @@ class _Parsed(click.ParamType):
 CPU = _Parsed("cpu", parse_cpu)
 BYTES = _Parsed("size", parse_bytes)
 DURATION = _Parsed("duration", parse_duration)
+AFTER = _Parsed("dependency", parse_after)
 
 
 def json_option(f):

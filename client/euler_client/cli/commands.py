@@ -34,6 +34,7 @@ COMMANDS: dict[str, Entry] = {
     "logs": Entry("euler_client.cli.jobs:logs", "Print a job's output (-f follows it).", "Shortcuts"),
     "cancel": Entry("euler_client.cli.jobs:cancel", "Cancel jobs.", "Shortcuts"),
     "jobs": Entry("euler_client.cli.jobs:jobs", "Jobs: list (default), show, run, logs, cancel, wait, retry."),
+    "arrays": Entry("euler_client.cli.arrays:arrays", "Job arrays: list (default), show, tasks, cancel, retry, wait."),
     "nodes": Entry("euler_client.cli.nodes:nodes", "Nodes: list (default), show, token."),
     "agents": Entry("euler_client.cli.agents:agents", "Agents: list (default), show, create, delete, invoke."),
     "keys": Entry("euler_client.cli.account:keys", "API keys: list (default), create, delete."),
