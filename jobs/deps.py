@@ -80,7 +80,7 @@ def attach(*, waiter: Node, project, depends_on: list[dict]) -> tuple[str, str]:
     counts = counts_of(array_ids)
     rows, verdicts, waits = [], [], []
     for dep, (kind, target) in zip(depends_on, targets, strict=True):
-        cond = dep["condition"]
+        cond = dep.get("condition", "succeeded")
         if kind == "job":
             verdict = workflow.job_verdict(cond, jobs[target][1], jobs[target][2])
         else:
