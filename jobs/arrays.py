@@ -81,7 +81,9 @@ def insert_tasks(template: Job, *, count: int, queued: int, waiting_reason: str,
     values = []
     for f in columns:
         value = f.get_db_prep_save(f.pre_save(template, add=True), connection)
-        values.append(f"CAST(%s AS {f.db_type(connection)})")
+        # PostgreSQL types a bare parameter from its text; SQLite keeps what it is given (its CAST would turn a
+        # datetime's text into a number).
+        values.append(f"CAST(%s AS {f.db_type(connection)})" if connection.vendor == "postgresql" else "%s")
         params.append(value)
     params += [queued, JobState.QUEUED, JobState.WAITING, queued, waiting_reason]
     quote = connection.ops.quote_name
