@@ -175,3 +175,22 @@ def requeue_tasks(arr: JobArray, tasks: list[Job], *, note: str) -> None:
             not_before=None, exit_code=None, reason="", ended_at=None, pending_reason=reason,
         )  # fmt: skip
     transitions.admit(arr, now=now)
+
+
+def refill(*, now=None) -> int:
+    """Backstop (the sweep): arrays with waiting tasks and no dependency holding them get their free slots filled.
+    A task ending releases the next one in its own transaction; this catches a release skipped over a row lock
+    (SKIP LOCKED). Reads only arrays that have waiting tasks (the array/state index)."""
+    now = now or timezone.now()
+    ids = list(
+        Job.objects.filter(array__isnull=False, state=JobState.WAITING, array__held=False)
+        .values_list("array_id", flat=True)
+        .distinct()
+    )
+    released = 0
+    for array_id in ids:
+        with transaction.atomic():
+            arr = JobArray.objects.select_for_update(skip_locked=True).filter(pk=array_id).first()
+            if arr is not None:
+                released += transitions.admit(arr, now=now)
+    return released

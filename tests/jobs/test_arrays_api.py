@@ -294,3 +294,13 @@ def test_dependent_of_a_queued_job_cancelled_by_the_user_is_cancelled_too(api, s
     assert Job.objects.get(pk=b["id"]).state == "cancelled"
     assert Job.objects.get(pk=a["id"]).state == "queued"
     assert timezone.now()
+
+
+def test_the_sweep_fills_array_slots_left_free(api):
+    from jobs import arrays
+
+    body = submit_array(api, 5, parallelism=2)
+    Job.objects.filter(array_id=body["id"], array_index=0).update(state="succeeded")  # as if a release was missed
+    assert arrays.refill() == 1
+    assert states(body["id"]) == {0: "succeeded", 1: "queued", 2: "queued", 3: "waiting", 4: "waiting"}
+    assert arrays.refill() == 0
