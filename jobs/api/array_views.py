@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from euler.api import Pagination, paginated, request_project
 from jobs import arrays, deps, selectors
-from jobs.api.serializers import ArraySerializer, ArrayTaskSerializer, JobSerializer
+from jobs.api.serializers import JOB_PAGE, ArraySerializer, ArrayTaskSerializer, JobSerializer
 from jobs.workflow_models import JobArray
 from quotas.access import member
 
@@ -49,7 +49,7 @@ class ArrayTasksView(APIView):
     @extend_schema(
         operation_id="arrays_tasks",
         parameters=[OpenApiParameter("state", str, description="comma-separated job states")],
-        responses=paginated(JobSerializer),
+        responses=JOB_PAGE,
     )
     def get(self, request, array_id: int):
         arr = arrays.array_get(project=request_project(request), array_id=array_id)

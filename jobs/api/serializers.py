@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from euler.api import StrictSerializer
+from euler.api import StrictSerializer, paginated
 from euler.errors import InvalidInput
 from jobs import deps, validation, workflow
 from jobs.models import Attempt, Dependency, Job, JobArray, JobEvent
@@ -174,3 +174,6 @@ class ArrayTaskSerializer(StrictSerializer):
     """Cancel or retry body: without `index`, the whole array."""
 
     index = serializers.IntegerField(required=False, min_value=0)
+
+
+JOB_PAGE = paginated(JobSerializer)  # one component for every list of jobs (the job list, an array's tasks)

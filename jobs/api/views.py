@@ -7,10 +7,10 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, paginated, request_project
+from euler.api import Pagination, request_project
 from jobs import arrays, selectors, services
 from jobs.api.array_views import array_body
-from jobs.api.serializers import ArraySerializer, JobCreateSerializer, JobDetailSerializer, JobSerializer
+from jobs.api.serializers import JOB_PAGE, ArraySerializer, JobCreateSerializer, JobDetailSerializer, JobSerializer
 from quotas.access import member
 
 
@@ -28,7 +28,7 @@ class JobListCreateView(APIView):
             OpenApiParameter("state", str, description="comma-separated job states"),
             OpenApiParameter("array", str, description="an array's id: its tasks (without it, tasks are not listed)"),
         ],
-        responses=paginated(JobSerializer),
+        responses=JOB_PAGE,
     )
     def get(self, request):
         jobs = selectors.job_list(
