@@ -50,6 +50,7 @@ def running_containers(euler: Euler) -> int:
     )
 
 
+@pytest.mark.timeout(300 + COUNT * 2)  # pytest-timeout's 300 s is for the suite's 100; 1,000 by hand takes longer
 def test_every_index_runs_exactly_once_and_prints_itself(euler):
     from jobs import logstore
     from jobs.models import Attempt
