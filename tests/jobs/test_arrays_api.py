@@ -304,3 +304,14 @@ def test_the_sweep_fills_array_slots_left_free(api):
     assert arrays.refill() == 1
     assert states(body["id"]) == {0: "succeeded", 1: "queued", 2: "queued", 3: "waiting", 4: "waiting"}
     assert arrays.refill() == 0
+
+
+def test_the_concurrency_quota_counts_each_running_task(api, project, make_node, schedule):
+    from quotas.models import Quota
+
+    Quota.objects.filter(project=project).update(max_concurrent_jobs=2)
+    make_node(cpu_milli=64000, memory_bytes=64 << 30)
+    body = submit_array(api, 5)
+    assert schedule().placed == 2
+    waiting = Job.objects.filter(array_id=body["id"], state="queued").first()
+    assert waiting.pending_reason.startswith("concurrency_quota")
