@@ -24,6 +24,9 @@ urlpatterns = [
     path("jobs/<id:job_id>/", jobs.job_detail, name="job-detail"),
     path("jobs/<id:job_id>/cancel/", jobs.job_cancel, name="job-cancel"),
     path("jobs/<id:job_id>/retry/", jobs.job_retry, name="job-retry"),
+    path("arrays/<id:array_id>/", jobs.array_detail, name="array-detail"),
+    path("arrays/<id:array_id>/cancel/", jobs.array_cancel, name="array-cancel"),
+    path("arrays/<id:array_id>/retry/", jobs.array_retry, name="array-retry"),
     path("agents/", agents.agents, name="agents"),
     path("agents/<str:name>/", agents.agent_detail, name="agent-detail"),
 ]

@@ -43,6 +43,9 @@ class Job(models.Model):
     inputs_from = models.JSONField(default=list, blank=True)
     outputs_truncated = models.BooleanField(default=False)  # some output was refused or lost: why in the events
     outputs_reason = models.CharField(max_length=500, blank=True, default="")
+    # A task of a job array (jobs.workflow_models): its index, 0..count-1, reaches the container as EULER_ARRAY_INDEX.
+    array = models.ForeignKey("jobs.JobArray", null=True, blank=True, on_delete=models.CASCADE, related_name="tasks")
+    array_index = models.IntegerField(null=True, blank=True)
 
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.QUEUED)
     current_attempt = models.ForeignKey(
@@ -68,7 +71,14 @@ class Job(models.Model):
             models.Index(fields=["state", "queued_at"], name="job_state_queued"),
             # Retention walks ended jobs oldest first (jobs/retention.py): only ended rows are indexed.
             models.Index(fields=["ended_at", "id"], name="job_ended", condition=models.Q(ended_at__isnull=False)),
+            # An array's counts per state, and the next waiting tasks to release, without reading the others.
+            models.Index(
+                fields=["array", "state", "array_index"],
+                name="job_array_state",
+                condition=models.Q(array__isnull=False),
+            ),
         ]
+        constraints = [models.UniqueConstraint(fields=["array", "array_index"], name="job_array_index")]
 
     def __str__(self) -> str:
         return f"job {self.pk} {self.name} ({self.state})"
@@ -174,3 +184,6 @@ class LogArchive(models.Model):
 
     def __str__(self) -> str:
         return f"log archive of attempt {self.attempt_id} ({self.chunks} chunks)"
+
+
+from jobs.workflow_models import Condition, Dependency, DepState, JobArray  # noqa: E402, F401  (registered here)

@@ -41,6 +41,8 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         **output_selectors.assignment_fields(job=job, attempt=attempt),
         runtime=attempt.runtime,
         isolation=attempt.isolation,
+        array_index=job.array_index,
+        array_count=job.array.count if job.array_id else None,
     )
 
 
@@ -69,7 +71,7 @@ def poll_provider(node) -> channel.Work:
         return channel.Work([], [], quiet_until=math.inf)
     with transaction.atomic():
         assigned = (
-            Attempt.objects.select_related("job")
+            Attempt.objects.select_related("job", "job__array")
             .defer("job__env")
             .filter(node=node, state=AttemptState.ASSIGNED, stop_reason="")
             .order_by("pk")

@@ -9,8 +9,16 @@ from jobs.models import Attempt, Job, JobEvent
 from jobs.states import JobState
 
 
-def job_list(*, project, state: str | None = None) -> QuerySet[Job]:
+def job_list(*, project, state: str | None = None, array=None) -> QuerySet[Job]:
+    """The project's jobs, newest first; array tasks only when `array` names their array (an id)."""
     qs = Job.objects.filter(project=project).defer("env").order_by("-created_at", "-id")
+    if array in (None, ""):
+        qs = qs.filter(array__isnull=True)
+    else:
+        try:
+            qs = qs.filter(array_id=int(array))
+        except (TypeError, ValueError):
+            raise InvalidInput("array is an array's id.", code="invalid_array") from None
     if state:
         states = [s for s in state.split(",") if s]
         bad = [s for s in states if s not in JobState.values]
@@ -31,6 +39,7 @@ def job_get(*, project, job_id) -> Job:
         .prefetch_related(
             Prefetch("attempts", queryset=Attempt.objects.order_by("number")),
             Prefetch("events", queryset=JobEvent.objects.order_by("created_at", "id")),
+            "dependencies",
         )
         .first()
     )

@@ -20,9 +20,16 @@ log = logging.getLogger(__name__)
 
 @transaction.atomic
 def job_submit(*, project, spec: dict, by=None) -> Job:
-    """A new queued job from a validated spec (see jobs.validation)."""
+    """A new queued job from a validated spec (see jobs.validation); with `depends_on`, a waiting one
+    (jobs.arrays.submit_waiting). An `array` spec goes to jobs.arrays.array_submit instead."""
     usage.check_budget(project=project, gpu_count=spec.get("gpu_count", 0))
     output_services.check_inputs(project=project, inputs=spec.get("inputs_from") or [])
+    spec.pop("array", None)
+    depends_on = spec.pop("depends_on", None)
+    if depends_on:
+        from jobs import arrays
+
+        return arrays.submit_waiting(project=project, spec=spec, depends_on=depends_on, by=by)
     env = spec.pop("env", None) or None
     job = Job.objects.create(
         project=project, env=env, has_env=bool(env), created_by=by, queued_at=timezone.now(), **spec
@@ -63,6 +70,14 @@ def job_retry(*, job_id: int, project, by=None) -> Job:
         raise Conflict(f"Only an ended job can be retried; this one is {job.state}.", code="invalid_transition")
     if job.current_attempt_id and Attempt.objects.filter(pk=job.current_attempt_id, state__in=ATTEMPT_ACTIVE).exists():
         raise Conflict("The previous attempt is still being stopped; retry in a few seconds.", code="attempt_stopping")
+    from jobs import arrays, deps
+
+    if deps.failed_dependency(job_id=job.pk, array_id=job.array_id):
+        raise Conflict("A dependency of this job can never be met.", code="dependency_failed")
+    if job.array_id:  # a task waits for a slot of its array
+        arrays.requeue_tasks(job.array, [job], note="retried by user")
+        audit.record("job.retried", project=project, target=f"job:{job.pk}", details={"name": job.name}, by=by)
+        return job
     transitions.move(
         job,
         JobState.QUEUED,

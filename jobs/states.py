@@ -6,6 +6,7 @@ from django.db import models
 
 
 class JobState(models.TextChoices):
+    WAITING = "waiting", "Waiting"  # not a candidate: unmet dependencies, or its array's parallelism is full
     QUEUED = "queued", "Queued"
     ASSIGNED = "assigned", "Assigned"
     RUNNING = "running", "Running"
@@ -52,12 +53,15 @@ class RetryOn(models.TextChoices):
 
 TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST})
 ACTIVE = frozenset({JobState.ASSIGNED, JobState.RUNNING})  # a job holding an attempt on a node
+IN_SLOT = frozenset({JobState.QUEUED, JobState.ASSIGNED, JobState.RUNNING})  # counts against array parallelism
 ATTEMPT_ACTIVE = frozenset({AttemptState.ASSIGNED, AttemptState.RUNNING})  # holds node resources
 ATTEMPT_ENDED = frozenset({AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.LOST})
 
 # The allowed moves. `queued` after an active state is an automatic retry; after a terminal one, a
-# manual retry. Nothing else moves a job.
+# manual retry (`waiting` for an array task whose array runs its parallelism already). `waiting` → `queued`
+# releases a job whose dependencies are met or whose array has room. Nothing else moves a job.
 ALLOWED: dict[str, frozenset[str]] = {
+    JobState.WAITING: frozenset({JobState.QUEUED, JobState.CANCELLED}),
     JobState.QUEUED: frozenset({JobState.ASSIGNED, JobState.CANCELLED}),
     JobState.ASSIGNED: frozenset(
         {JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST, JobState.QUEUED}
@@ -65,10 +69,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     JobState.RUNNING: frozenset(
         {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST, JobState.QUEUED}
     ),
-    JobState.SUCCEEDED: frozenset({JobState.QUEUED}),
-    JobState.FAILED: frozenset({JobState.QUEUED}),
-    JobState.CANCELLED: frozenset({JobState.QUEUED}),
-    JobState.LOST: frozenset({JobState.QUEUED}),
+    JobState.SUCCEEDED: frozenset({JobState.QUEUED, JobState.WAITING}),
+    JobState.FAILED: frozenset({JobState.QUEUED, JobState.WAITING}),
+    JobState.CANCELLED: frozenset({JobState.QUEUED, JobState.WAITING}),
+    JobState.LOST: frozenset({JobState.QUEUED, JobState.WAITING}),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from euler.celerytask import note_skipped
-from jobs import attempts, budgets
+from jobs import arrays, attempts, budgets
 from jobs.scheduling import cycle
 from jobs.wakeups import SCHEDULE_TASK
 
@@ -23,9 +23,10 @@ def node_lost(node_id: int) -> None:
 
 @shared_task(name="jobs.tasks.sweep", ignore_result=True)
 def sweep() -> None:
-    """Backstops: attempts past their deadline, and attempts still held by offline nodes."""
+    """Backstops: attempts past their deadline, attempts still held by offline nodes, array slots left free."""
     attempts.deadlines_expire()
     attempts.offline_sweep()
+    arrays.refill()
 
 
 @shared_task(name="jobs.tasks.enforce_budgets", ignore_result=True)

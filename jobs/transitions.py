@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from euler.errors import Conflict
 from jobs.models import Attempt, Job, JobEvent
-from jobs.states import TERMINAL, JobState, allowed
+from jobs.states import ACTIVE, ATTEMPT_ACTIVE, IN_SLOT, TERMINAL, JobState, allowed
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,8 @@ def move(
     )
     at = attempt.node_name if attempt is not None and to in (JobState.ASSIGNED, JobState.RUNNING) else ""
     broadcast_on_commit(job.pk, to, at or "")
+    if to in TERMINAL:
+        ended([job], now=now)
     return job
 
 
@@ -199,3 +201,123 @@ def assign_many(jobs: list[Job], attempts: list[Attempt], *, now: datetime) -> N
     JobEvent.objects.bulk_create(events)
     moves = [(job.pk, JobState.ASSIGNED, attempt.node_name or "") for job, attempt in zip(jobs, attempts, strict=True)]
     transaction.on_commit(lambda: _send(moves))
+
+
+# Arrays and dependencies (jobs.workflow decides, jobs.deps reads). Lock order: job rows, then array rows.
+
+
+def release_many(ids: list[int], *, now: datetime, why: str = "released", note: str = "") -> int:
+    """waiting → queued for the locked jobs `ids` (dependencies met, or a free slot in their array)."""
+    if not ids:
+        return 0
+    moved = list(Job.objects.filter(pk__in=ids, state=JobState.WAITING).values_list("pk", flat=True))
+    Job.objects.filter(pk__in=moved).update(
+        state=JobState.QUEUED, queued_at=now, ended_at=None, pending_reason="", updated_at=now
+    )
+    JobEvent.objects.bulk_create(
+        JobEvent(job_id=i, from_state=JobState.WAITING, to_state=JobState.QUEUED, reason=why, message=note)
+        for i in moved
+    )
+    moves = [(i, JobState.QUEUED) for i in moved]
+    transaction.on_commit(lambda: _send(moves))
+    if moved:
+        from jobs.wakeups import schedule_on_commit
+
+        schedule_on_commit()
+    return len(moved)
+
+
+def end_many(jobs: list[Job], *, why: str, note: str, now: datetime | None = None) -> list[Job]:
+    """Cancel many locked jobs at once (an array, or the dependents of a failed job): waiting and queued ones end
+    at once; an active one's node is told to stop its container (the attempt holds its resources till then)."""
+    now = now or timezone.now()
+    jobs = _cancel_rows(jobs, why=why, note=note, now=now)
+    ended(jobs, now=now)
+    return jobs
+
+
+def _cancel_rows(jobs: list[Job], *, why: str, note: str, now: datetime) -> list[Job]:
+    jobs = [job for job in jobs if allowed(job.state, JobState.CANCELLED)]
+    if not jobs:
+        return []
+    stopping = [job.current_attempt_id for job in jobs if job.state in ACTIVE and job.current_attempt_id]
+    events = [
+        JobEvent(job=job, attempt_id=job.current_attempt_id if job.state in ACTIVE else None, from_state=job.state,
+                 to_state=JobState.CANCELLED, reason=why[:32], message=note[:1000])
+        for job in jobs
+    ]  # fmt: skip
+    Job.objects.filter(pk__in=[job.pk for job in jobs]).update(
+        state=JobState.CANCELLED, reason=why[:32], ended_at=now, pending_reason="", updated_at=now
+    )
+    JobEvent.objects.bulk_create(events)
+    for job in jobs:
+        job.state, job.reason, job.ended_at = JobState.CANCELLED, why[:32], now
+    if stopping:
+        from jobs.wakeups import wake_nodes
+
+        attempts = Attempt.objects.filter(pk__in=stopping, state__in=ATTEMPT_ACTIVE, stop_reason="")
+        nodes = sorted(set(attempts.exclude(node__isnull=True).values_list("node_id", flat=True)))
+        attempts.update(stop_reason="cancelled")
+        transaction.on_commit(lambda: wake_nodes(nodes))
+    moves = [(job.pk, JobState.CANCELLED) for job in jobs]
+    transaction.on_commit(lambda: _send(moves))
+    return jobs
+
+
+def admit(array, *, now: datetime) -> int:
+    """Give the locked array's free slots to its lowest waiting tasks (none while its dependencies hold it)."""
+    from jobs import workflow
+
+    if array.held:
+        return 0
+    in_slot = Job.objects.filter(array_id=array.pk, state__in=IN_SLOT).count() if array.parallelism else 0
+    room = workflow.room(parallelism=array.parallelism, in_slot=in_slot, waiting=array.count)
+    if room <= 0:
+        return 0
+    ids = list(
+        Job.objects.select_for_update(skip_locked=True)
+        .filter(array_id=array.pk, state=JobState.WAITING)
+        .order_by("array_index")
+        .values_list("pk", flat=True)[:room]
+    )
+    return release_many(ids, now=now)
+
+
+def ended(jobs: list[Job], *, now: datetime) -> None:
+    """Jobs that just ended, in their ending's transaction: their arrays' free slots go to waiting tasks, and
+    what waited on them is released or, when its condition can never hold, cancelled `dependency_failed` at
+    once; those cancellations cascade the same way, round by round, in this same transaction."""
+    from jobs import deps, workflow
+    from jobs.workflow_models import JobArray
+
+    while jobs:
+        job_ids = {job.pk for job in jobs}
+        array_ids = {job.array_id for job in jobs if job.array_id}
+        for array in JobArray.objects.select_for_update().filter(pk__in=array_ids).order_by("pk"):
+            admit(array, now=now)
+        never, ready = deps.settle(job_ids=job_ids, array_ids=array_ids)
+        jobs = []
+        never_jobs = [i for kind, i in never if kind == "job"]
+        never_arrays = [i for kind, i in never if kind == "array"]
+        doomed = Job.objects.select_for_update().filter(pk__in=never_jobs) | Job.objects.select_for_update().filter(
+            array_id__in=never_arrays
+        )
+        doomed = list(doomed.exclude(state__in=TERMINAL).defer("env").order_by("pk"))
+        note = "a dependency ended and can never be met"
+        jobs = _cancel_rows(doomed, why="dependency_failed", note=note, now=now)  # the next round settles theirs
+        for kind, i in ready:
+            if kind == "job":
+                ids = list(
+                    Job.objects.select_for_update().filter(pk=i, state=JobState.WAITING).values_list("pk", flat=True)
+                )
+                release_many(ids, now=now, why="dependencies_met", note="its dependencies are met")
+                continue
+            array = JobArray.objects.select_for_update().filter(pk=i).first()
+            if array is not None and array.held:
+                array.held = False
+                array.save(update_fields=["held"])
+                admit(array, now=now)
+                if array.parallelism:
+                    Job.objects.filter(array_id=array.pk, state=JobState.WAITING).update(
+                        pending_reason=workflow.parallelism_reason(array.pk, array.parallelism)
+                    )

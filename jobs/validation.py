@@ -237,6 +237,50 @@ def outputs(value) -> dict | None:
     )
 
 
+MAX_DEPENDENCIES = 32
+
+
+def array(value) -> dict | None:
+    """{"count": N, "parallelism": P?}: N tasks of the job (N up to EULER_JOB_ARRAY_MAX_COUNT)."""
+    from django.conf import settings
+
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"count", "parallelism"} or "count" not in value:
+        raise InvalidInput('array is {"count": N} with an optional "parallelism".', code="invalid_array")
+    top = settings.EULER_JOB_ARRAY_MAX_COUNT
+    out = {"count": _int(value["count"], code="invalid_array", low=1, high=top, what="array count")}
+    if value.get("parallelism") is not None:
+        out["parallelism"] = _int(value["parallelism"], code="invalid_array", low=1, high=top, what="parallelism")
+    return out
+
+
+def depends_on(value) -> list[dict]:
+    """[{"job": ID} or {"array": ID}, "condition": "succeeded" (default) or "ended"}], at most MAX_DEPENDENCIES."""
+    if not isinstance(value, list) or len(value) > MAX_DEPENDENCIES:
+        raise InvalidInput(
+            f"depends_on is a list of at most {MAX_DEPENDENCIES} dependencies.", code="invalid_depends_on"
+        )
+    out, seen = [], set()
+    for dep in value:
+        if (
+            not isinstance(dep, dict)
+            or set(dep) - {"job", "array", "condition"}
+            or len(set(dep) & {"job", "array"}) != 1
+        ):
+            raise InvalidInput('each dependency is {"job": ID} or {"array": ID}, with an optional "condition".',
+                               code="invalid_depends_on")  # fmt: skip
+        kind = "job" if "job" in dep else "array"
+        target = _int(dep[kind], code="invalid_depends_on", low=1, high=2**63 - 1, what=f"depends_on {kind}")
+        condition = dep.get("condition", "succeeded")
+        if condition not in ("succeeded", "ended"):
+            raise InvalidInput("a dependency's condition is 'succeeded' or 'ended'.", code="invalid_depends_on")
+        if (kind, target) not in seen:
+            seen.add((kind, target))
+            out.append({kind: target, "condition": condition})
+    return out
+
+
 # Field name -> (check, default when absent; None: required).
 FIELDS = {
     "name": (name, None),
@@ -260,4 +304,10 @@ FIELDS = {
     "outputs": (outputs, lambda: None),
     "inputs_from": (output_rules.inputs_from, list),
     "isolation": (isolation, lambda: "default"),
+}
+
+# Workflow fields of a submission: not columns of the job (jobs.arrays reads them).
+WORKFLOW_FIELDS = {
+    "array": (array, lambda: None),
+    "depends_on": (depends_on, list),
 }

@@ -55,6 +55,16 @@ def container_log_config(max_bytes: int) -> LogConfig:
     return LogConfig(type="json-file", config={"max-size": str(per_file), "max-file": str(CONTAINER_LOG_FILES)})
 
 
+def environment(a: protocol.Assignment) -> dict[str, str]:
+    """The job's env (platform nodes only), and on every node an array task's index and count, which win over a
+    job env of the same name."""
+    env = {str(k): str(v) for k, v in a.env.items()}
+    if a.array_index is not None and a.array_count is not None:
+        env["EULER_ARRAY_INDEX"] = str(a.array_index)
+        env["EULER_ARRAY_COUNT"] = str(a.array_count)
+    return env
+
+
 def create_kwargs(
     assignment: protocol.Assignment | dict,
     *,
@@ -85,7 +95,7 @@ def create_kwargs(
     kwargs: dict[str, Any] = {
         "image": a.image,
         "command": list(a.command),
-        "environment": {str(k): str(v) for k, v in a.env.items()},
+        "environment": environment(a),
         "name": container_name(node_name=node_name, attempt_id=a.attempt_id, owner=owner),
         "labels": labels_for(node_name=node_name, job_id=a.job_id, attempt_id=a.attempt_id, owner=owner),
         "nano_cpus": max(int(a.cpu_milli), 1) * 1_000_000,

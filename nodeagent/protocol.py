@@ -248,6 +248,10 @@ class Assignment(Lenient):
     # offers and its lender's minimum, and refuses the start rather than run weaker.
     runtime: Annotated[str, StringConstraints(max_length=63)] = ""
     isolation: Annotated[str, StringConstraints(max_length=16)] = ""
+    # A task of a job array: its index (0..count-1) and the array's size. Not secret, unlike `env`: every node
+    # sets them in the container as EULER_ARRAY_INDEX and EULER_ARRAY_COUNT. None: not an array task.
+    array_index: int | None = Field(default=None, ge=0)
+    array_count: int | None = Field(default=None, ge=1)
 
 
 class PollRequest(Strict):

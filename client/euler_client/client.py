@@ -18,7 +18,7 @@ from euler_client.errors import ConnectionFailed
 from euler_client.jobs import Jobs, LogChunk
 from euler_client.outputs import Outputs
 from euler_client.query import query
-from euler_client.resources import Agents, Keys, Nodes, sse_events
+from euler_client.resources import Agents, Arrays, Keys, Nodes, sse_events
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ class Client:
         self.agents = Agents(self)
         self.keys = Keys(self)
         self.outputs = Outputs(self)
+        self.arrays = Arrays(self)
 
     @property
     def http(self) -> httpx.Client:

@@ -30,6 +30,9 @@ _FIELDS = {
     "priority": None,  # int
     "network": None,  # str
     "isolation": None,  # str
+    "array_count": None,  # int: --array N, N tasks of this job
+    "parallelism": None,  # int
+    "depends_on": None,  # list[dict]: --after
     "detach": False,  # print the id and return
     "quiet": False,  # no progress lines
     "as_json": False,  # wait for the end, print the ended job as JSON
@@ -63,4 +66,10 @@ class RunRequest(namedtuple("RunRequest", list(_FIELDS), defaults=list(_FIELDS.v
             retry_on=self.retry_on, region=self.region, node_selector=self.node_selector, env=self.env,
             pool=self.pool, min_trust=self.min_trust, priority=self.priority, network=self.network,
             isolation=self.isolation,
+            depends_on=self.depends_on, array=self.array(),
         )  # fmt: skip
+
+    def array(self) -> dict | None:
+        if self.array_count is None:
+            return None
+        return {"count": self.array_count} | ({"parallelism": self.parallelism} if self.parallelism else {})

@@ -188,3 +188,17 @@ def exit_status(job: dict) -> tuple[int, str]:
     attempts = job.get("attempts") or [{}]
     detail = " ".join(str(attempts[-1].get("message") or "").split())
     return EXIT_NO_EXIT_CODE, f"job {job.get('id')} {state}: {why}" + (f" ({detail})" if detail else "")
+
+
+def parse_after(text: str) -> dict:
+    """`--after JOB[:ended]`: `12`, `12:ended`, `12:succeeded`, `array:7`, `array:7:ended` → a depends_on entry."""
+    parts = text.strip().split(":")
+    kind = "job"
+    if parts and parts[0] in ("array", "job"):
+        kind, parts = parts[0], parts[1:]
+    if not 1 <= len(parts) <= 2 or not parts[0].isdigit() or int(parts[0]) < 1:
+        raise ParseError(f"{text!r} is not JOB[:ended] (e.g. 12, 12:ended, array:7)")
+    condition = parts[1] if len(parts) == 2 else "succeeded"
+    if condition not in ("succeeded", "ended"):
+        raise ParseError(f"{text!r}: the condition is 'succeeded' (default) or 'ended'")
+    return {kind: int(parts[0]), "condition": condition}

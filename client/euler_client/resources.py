@@ -147,3 +147,45 @@ def _quoted(name: str) -> str:
     from urllib.parse import quote
 
     return quote(name, safe="")
+
+
+class Arrays:
+    """Job arrays: `client.jobs.submit(..., array={"count": N, "parallelism": P})` makes one; these read and
+    steer it. `index` (cancel, retry): one task instead of the whole array."""
+
+    def __init__(self, client: Client):
+        self.c = client
+
+    def list(self, *, limit: int | None = 50) -> list[dict]:
+        return self.c.pages("arrays", limit=limit)
+
+    def get(self, array_id: int) -> dict:
+        """The array with `state` and `counts` per task state."""
+        return self.c.get(f"arrays/{int(array_id)}")
+
+    def tasks(self, array_id: int, *, state: str | None = None, limit: int | None = None) -> list[dict]:
+        return self.c.pages(f"arrays/{int(array_id)}/tasks", limit=limit, state=state)
+
+    def cancel(self, array_id: int, *, index: int | None = None) -> dict:
+        return self.c.post(f"arrays/{int(array_id)}/cancel", {} if index is None else {"index": int(index)})
+
+    def retry(self, array_id: int, *, index: int | None = None) -> dict:
+        """Every task that ended without success (or one ended index) runs again."""
+        return self.c.post(f"arrays/{int(array_id)}/retry", {} if index is None else {"index": int(index)})
+
+    def wait(self, array_id: int, *, every: float = 1.0, on_change=None) -> dict:
+        """Poll until every task ended; `on_change(array)` sees each new set of counts. Returns the ended array."""
+        import time
+
+        last = None
+        while True:
+            arr = self.get(array_id)
+            if on_change is not None and arr.get("counts") != last:
+                last = arr.get("counts")
+                on_change(arr)
+            if arr.get("state") in ENDED_ARRAY:
+                return arr
+            time.sleep(every)
+
+
+ENDED_ARRAY = frozenset({"succeeded", "failed", "cancelled"})

@@ -43,10 +43,18 @@ def job_list(request):
         error, jobs = error_message(exc), selectors.job_list(project=request.project)
     if query:
         jobs = jobs.filter(Q(name__icontains=query) | Q(image__icontains=query))
+    from console.arrays import rows
+    from jobs.workflow_models import JobArray
+
+    arrays = JobArray.objects.filter(project=request.project)
+    if query:
+        arrays = arrays.filter(name__icontains=query)
+    array_rows = [] if state else rows(list(arrays.order_by("-created_at", "-id")[:20]))
     return render(
         request,
         "console/jobs.html",
         {
+            "array_rows": array_rows,
             "jobs": list(jobs[:PAGE]),
             "total": jobs.count(),
             "page_size": PAGE,
@@ -67,11 +75,18 @@ def job_detail(request, job_id: int):
         raise Http404 from None
     from jobs.states import TERMINAL
 
+    array_row = None
+    if job.array_id:
+        from console.arrays import rows
+
+        array_row = rows([job.array])[0]
     return render(
         request,
         "console/job_detail.html",
         {
             "job": job,
+            "dependencies": list(job.dependencies.all()),
+            "array_row": array_row,
             "attempts": list(job.attempts.all()),
             "events": list(job.events.all()),
             "ended": job.state in TERMINAL,
@@ -132,3 +147,57 @@ def job_new(request):
             return redirect("job-detail", job_id=job.pk)
     context = {"values": request.POST, "errors": errors, "retry_on": request.POST.getlist("retry_on")}
     return render(request, "console/job_new.html", context, status=400)
+
+
+@project_page
+def array_detail(request, array_id: int):
+    from console.arrays import rows
+    from jobs import arrays, deps, selectors
+    from jobs.workflow_models import JobArray
+
+    try:
+        arr = arrays.array_get(project=request.project, array_id=array_id)
+    except NotFound:
+        raise Http404 from None
+    arr = JobArray.objects.prefetch_related("dependencies").get(pk=arr.pk)
+    tasks = selectors.job_list(project=request.project, array=arr.pk).order_by("array_index")
+    return render(
+        request,
+        "console/array_detail.html",
+        {
+            "row": rows([arr])[0],
+            "array": arr,
+            "dependencies": list(arr.dependencies.all()),
+            "pending_reason": deps.reason_for(("array", arr.pk)) if arr.held else "",
+            "tasks": list(tasks[:PAGE]),
+            "total": arr.count,
+            "page_size": PAGE,
+        },
+    )
+
+
+def _act_array(request, array_id: int, action: str):
+    from jobs import arrays
+
+    operation = {"cancel": arrays.array_cancel, "retry": arrays.array_retry}[action]
+    try:
+        operation(project=request.project, array_id=array_id, by=request.user)
+    except NotFound:
+        raise Http404 from None
+    except EulerError as exc:
+        messages.error(request, error_message(exc))
+    else:
+        messages.success(request, _("Array cancelled.") if action == "cancel" else _("Array queued again."))
+    return redirect("array-detail", array_id=array_id)
+
+
+@project_page
+@require_POST
+def array_cancel(request, array_id: int):
+    return _act_array(request, array_id, "cancel")
+
+
+@project_page
+@require_POST
+def array_retry(request, array_id: int):
+    return _act_array(request, array_id, "retry")

@@ -8,10 +8,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from euler.errors import InvalidInput
-from jobs import validation
-from jobs.models import Attempt, Job, JobEvent
+from jobs import deps, validation, workflow
+from jobs.models import Attempt, Dependency, Job, JobArray, JobEvent
 from nodeagent.gpumatch import GIB
-from quotas.api.base import StrictSerializer
+from quotas.api.base import StrictSerializer, paginated
 
 
 class Checked(serializers.Field):
@@ -46,7 +46,7 @@ class JobCreateSerializer(StrictSerializer):
 
     def get_fields(self):
         fields = {}
-        for key, (check, default) in validation.FIELDS.items():
+        for key, (check, default) in {**validation.FIELDS, **validation.WORKFLOW_FIELDS}.items():
             field = Checked(check, default)
             set_override(field, "field", _OPENAPI.get(key, OpenApiTypes.STR))  # for the OpenAPI schema only
             fields[key] = field
@@ -101,6 +101,23 @@ _OPENAPI = {
         },
     },
     "isolation": {"type": "string", "enum": ["default", "sandbox"], "default": "default"},
+    "array": {
+        "type": "object",
+        "nullable": True,
+        "properties": {"count": {"type": "integer", "minimum": 1}, "parallelism": {"type": "integer", "minimum": 1}},
+        "required": ["count"],
+    },
+    "depends_on": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "job": {"type": "integer"},
+                "array": {"type": "integer"},
+                "condition": {"type": "string", "enum": ["succeeded", "ended"], "default": "succeeded"},
+            },
+        },
+    },
 }
 
 
@@ -144,13 +161,64 @@ class JobSerializer(serializers.ModelSerializer):
             "network", "gpu_count", "gpus", "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
             "min_trust", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
-            "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation",
+            "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation", "array", "array_index",
         ]  # fmt: skip
+
+
+class DependencySerializer(serializers.ModelSerializer):
+    """What a job or array waits for: one of `job` and `array`, the condition, and its verdict so far."""
+
+    job = serializers.IntegerField(source="on_job_id", allow_null=True)
+    array = serializers.IntegerField(source="on_array_id", allow_null=True)
+
+    class Meta:
+        model = Dependency
+        fields = ["job", "array", "condition", "state"]
 
 
 class JobDetailSerializer(JobSerializer):
     attempts = AttemptSerializer(many=True, read_only=True)
     events = JobEventSerializer(many=True, read_only=True)
+    depends_on = DependencySerializer(source="dependencies", many=True, read_only=True)
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "attempts", "events"]
+        fields = [*JobSerializer.Meta.fields, "depends_on", "attempts", "events"]
+
+
+class ArraySerializer(serializers.ModelSerializer):
+    """An array with its aggregate: `state` and `counts` per task state come from the caller's `counts` context
+    (one grouped query per page, jobs.deps.counts_of)."""
+
+    state = serializers.SerializerMethodField()
+    counts = serializers.SerializerMethodField()
+    pending_reason = serializers.SerializerMethodField()
+    depends_on = DependencySerializer(source="dependencies", many=True, read_only=True)
+
+    class Meta:
+        model = JobArray
+        fields = ["id", "name", "count", "parallelism", "state", "counts", "held", "pending_reason", "depends_on",
+                  "created_at"]  # fmt: skip
+
+    def _counts(self, obj) -> dict:
+        return self.context["counts"][obj.pk]
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_state(self, obj) -> str:
+        return workflow.array_state(self._counts(obj), obj.count)
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "integer"}})
+    def get_counts(self, obj) -> dict:
+        return self._counts(obj)
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_pending_reason(self, obj) -> str:
+        return deps.reason_for(("array", obj.pk)) if obj.held else ""
+
+
+class ArrayTaskSerializer(StrictSerializer):
+    """Cancel or retry body: without `index`, the whole array."""
+
+    index = serializers.IntegerField(required=False, min_value=0)
+
+
+JOB_PAGE = paginated(JobSerializer)  # one component for every list of jobs (the job list, an array's tasks)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import selectors, services
-from jobs.api.serializers import JobCreateSerializer, JobDetailSerializer, JobSerializer
+from jobs import arrays, selectors, services
+from jobs.api.array_views import array_body
+from jobs.api.serializers import JOB_PAGE, ArraySerializer, JobCreateSerializer, JobDetailSerializer, JobSerializer
 from quotas.access import member
-from quotas.api.base import Pagination, paginated, request_project
+from quotas.api.base import Pagination, request_project
 
 
 def _user(request):
@@ -23,20 +24,38 @@ class JobListCreateView(APIView):
 
     @extend_schema(
         operation_id="jobs_list",
-        parameters=[OpenApiParameter("state", str, description="comma-separated job states")],
-        responses=paginated(JobSerializer),
+        parameters=[
+            OpenApiParameter("state", str, description="comma-separated job states"),
+            OpenApiParameter("array", str, description="an array's id: its tasks (without it, tasks are not listed)"),
+        ],
+        responses=JOB_PAGE,
     )
     def get(self, request):
-        jobs = selectors.job_list(project=request_project(request), state=request.query_params.get("state"))
+        jobs = selectors.job_list(
+            project=request_project(request),
+            state=request.query_params.get("state"),
+            array=request.query_params.get("array"),
+        )
         paginator = Pagination()
         page = paginator.paginate_queryset(jobs, request, view=self)
         return paginator.get_paginated_response(JobSerializer(page, many=True).data)
 
-    @extend_schema(operation_id="jobs_create", request=JobCreateSerializer, responses={201: JobDetailSerializer})
+    @extend_schema(
+        operation_id="jobs_create",
+        request=JobCreateSerializer,
+        responses={201: PolymorphicProxySerializer("JobOrArray", [JobDetailSerializer, ArraySerializer], None)},
+    )
     def post(self, request):
         body = JobCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        job = services.job_submit(project=request_project(request), spec=dict(body.validated_data), by=_user(request))
+        spec = dict(body.validated_data)
+        if spec.get("array"):
+            array, depends_on = spec.pop("array"), spec.pop("depends_on")
+            arr = arrays.array_submit(
+                project=request_project(request), spec=spec, array=array, depends_on=depends_on, by=_user(request)
+            )
+            return Response(array_body(arr), status=status.HTTP_201_CREATED)
+        job = services.job_submit(project=request_project(request), spec=spec, by=_user(request))
         job = selectors.job_get(project=request_project(request), job_id=job.pk)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 

@@ -33,6 +33,7 @@ CASES = [
     ["-d", "--env", "A=1", "--retry-on", "lost,failed", "--priority", "-5", "--", "img", "--cpu", "2"],
     ["-d", "--timeout", "1h30m", "--disk", "10Gi", "--gpus", "1", "--name", "n", "img"],
     ["-d", "--gpus", "2", "--gpu-model", "A100*", "--gpu-min-memory", "40Gi", "img"],
+    ["-d", "--array", "100", "--parallelism", "5", "--after", "12", "--after", "array:7:ended", "img", "true"],
 ]
 
 
@@ -53,3 +54,33 @@ def test_the_fast_path_sends_what_clicks_path_sends(sent, monkeypatch, capsys, a
 )  # fmt: skip
 def test_anything_unusual_is_left_to_click(args):
     assert fast_parse(args) is None
+
+
+def test_array_and_after_become_the_apis_fields(sent, capsys):
+    assert euler(["run", "-d", "--array", "3", "--after", "12:ended", "--after", "13", "img", "--", "echo", "x"]) == 0
+    body = json.loads(sent[0].content)
+    assert body["array"] == {"count": 3}
+    assert body["depends_on"] == [{"job": 12, "condition": "ended"}, {"job": 13, "condition": "succeeded"}]
+    assert capsys.readouterr().out == "42\n"
+    assert euler(["run", "-d", "img", "true"]) == 0
+    assert "array" not in json.loads(sent[1].content) and "depends_on" not in json.loads(sent[1].content)
+
+
+@pytest.mark.parametrize(
+    ("text", "dep"),
+    [("12", {"job": 12, "condition": "succeeded"}), ("12:ended", {"job": 12, "condition": "ended"}),
+     ("job:5:succeeded", {"job": 5, "condition": "succeeded"}), ("array:7", {"array": 7, "condition": "succeeded"}),
+     ("array:7:ended", {"array": 7, "condition": "ended"})],
+)  # fmt: skip
+def test_after_reads_a_job_or_an_array_and_a_condition(text, dep):
+    from euler_client.parse import parse_after
+
+    assert parse_after(text) == dep
+
+
+@pytest.mark.parametrize("text", ["", "x", "0", "12:afterok", "array:", "12:ended:x", "-3"])
+def test_after_refuses_what_it_cannot_read(text):
+    from euler_client.parse import ParseError, parse_after
+
+    with pytest.raises(ParseError):
+        parse_after(text)

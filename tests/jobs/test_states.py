@@ -38,8 +38,12 @@ def test_each_move_is_allowed_only_by_the_table(project, source, target):
 
 
 def test_terminal_states_only_lead_back_to_the_queue():
-    for state in TERMINAL:
-        assert ALLOWED[state] == {JobState.QUEUED}
+    for state in TERMINAL:  # waiting: a retried array task whose array runs its parallelism already
+        assert ALLOWED[state] == {JobState.QUEUED, JobState.WAITING}
+
+
+def test_a_waiting_job_is_released_to_the_queue_or_cancelled():
+    assert ALLOWED[JobState.WAITING] == {JobState.QUEUED, JobState.CANCELLED}
 
 
 def test_ended_reports_map_to_attempt_states():

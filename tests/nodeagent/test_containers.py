@@ -128,3 +128,15 @@ def test_the_engine_log_is_bounded_by_its_files_each_with_room_for_one_overshoot
     files, size = int(config["max-file"]), int(config["max-size"])
     assert files * (size + containers.CONTAINER_LOG_ENTRY_BYTES) <= 1024 * 1024
     assert containers.container_log_config(1)["Config"] == config  # never below the minimum
+
+
+def test_an_array_task_gets_its_index_and_count_on_every_node_and_they_win_over_job_env():
+    task = assignment(env={"EULER_ARRAY_INDEX": "spoofed", "A": "1"}, array_index=7, array_count=100)
+    env = containers.create_kwargs(task, node_name="n1")["environment"]
+    assert env == {"A": "1", "EULER_ARRAY_INDEX": "7", "EULER_ARRAY_COUNT": "100"}
+    community = assignment(env={}, array_index=0, array_count=1, node_trust="community")
+    assert containers.create_kwargs(community, node_name="n1")["environment"] == {
+        "EULER_ARRAY_INDEX": "0",
+        "EULER_ARRAY_COUNT": "1",
+    }
+    assert "EULER_ARRAY_INDEX" not in containers.create_kwargs(assignment(), node_name="n1")["environment"]

@@ -18,6 +18,8 @@ PENDING_REFRESH_S = 2.0  # how often `run` re-reads a queued job's pending reaso
 def run_job(client, request: RunRequest) -> int:
     """Submit the request's job and follow it as asked; the exit status of `euler run`."""
     job = client.jobs.submit(request.body())
+    if request.array_count is not None:
+        return follow_array(client, job, request)
     if request.detach:
         emit_json(job) if request.as_json else print(job["id"])
         return 0
@@ -26,6 +28,27 @@ def run_job(client, request: RunRequest) -> int:
         emit_json(ended)
         return exit_status(ended)[0]
     return Attach(client, job, quiet=request.quiet).run()
+
+
+def follow_array(client, arr: dict, request: RunRequest) -> int:
+    """`euler run --array N`: the array's id, then (unless detached) its counts on stderr as they change until
+    every task ended; exit 0 when all succeeded, 1 otherwise (a task's own output: `euler logs TASK`)."""
+    if request.detach:
+        emit_json(arr) if request.as_json else print(arr["id"])
+        return 0
+
+    def show(a: dict) -> None:
+        if not request.quiet:
+            c = a.get("counts") or {}
+            note(f"array {a['id']}: {a.get('state')}; " + ", ".join(f"{n} {s}" for s, n in c.items() if n))
+
+    try:
+        ended = client.arrays.wait(arr["id"], on_change=show)
+    except KeyboardInterrupt:
+        note(f"cancelling array {arr['id']}")
+        ended = client.arrays.cancel(arr["id"])
+    emit_json(ended) if request.as_json else print(arr["id"])
+    return 0 if ended.get("state") == "succeeded" else 1
 
 
 class Attach:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from euler_client.cli.state import State
-from euler_client.parse import ParseError, parse_bytes, parse_cpu, parse_duration, parse_gib
+from euler_client.parse import ParseError, parse_after, parse_bytes, parse_cpu, parse_duration, parse_gib
 
 pass_state = click.make_pass_decorator(State)
 
@@ -31,6 +31,7 @@ CPU = _Parsed("cpu", parse_cpu)
 BYTES = _Parsed("size", parse_bytes)
 DURATION = _Parsed("duration", parse_duration)
 GIB = _Parsed("gib", parse_gib)
+AFTER = _Parsed("dependency", parse_after)
 
 
 def json_option(f):

@@ -36,6 +36,7 @@ COMMANDS: dict[str, Entry] = {
     "outputs": Entry("euler_client.cli.outputs:outputs", "List a job's output files."),
     "download": Entry("euler_client.cli.outputs:download", "Download a job's output files (sha256 checked)."),
     "jobs": Entry("euler_client.cli.jobs:jobs", "Jobs: list (default), show, run, logs, cancel, wait, retry."),
+    "arrays": Entry("euler_client.cli.arrays:arrays", "Job arrays: list (default), show, tasks, cancel, retry, wait."),
     "nodes": Entry("euler_client.cli.nodes:nodes", "Nodes: list (default), show, token."),
     "agents": Entry("euler_client.cli.agents:agents", "Agents: list (default), show, create, delete, invoke."),
     "keys": Entry("euler_client.cli.account:keys", "API keys: list (default), create, delete."),

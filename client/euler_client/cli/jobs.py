@@ -144,6 +144,20 @@ def jobs_show(state, as_json, job_id):
         ("timeout", f"{j.get('timeout_seconds')} s"), ("isolation", j.get("isolation")), ("retries", f"{j.get('retries_used')} of {j.get('max_retries')}"),
         ("created", fmt_time(j.get("created_at"))), ("ended", fmt_time(j.get("ended_at"))),
     ])  # fmt: skip
+    workflow = []
+    if j.get("array"):
+        from euler_client.cli.arrays import counts_line
+
+        a = state.client().arrays.get(j["array"])
+        workflow += [
+            ("array", f"{a['id']} (task {j.get('array_index')} of {a.get('count')})"),
+            ("progress", counts_line(a)),
+        ]
+    for d in j.get("depends_on") or []:
+        target = f"job {d['job']}" if d.get("job") else f"array {d.get('array')}"
+        workflow.append(("depends on", f"{target} {d.get('condition')} ({d.get('state')})"))
+    if workflow:
+        fields(workflow)
     attempts = j.get("attempts") or []
     if attempts:
         click.echo()

@@ -8,11 +8,12 @@ from pathlib import Path
 import click
 
 from euler_client.cli.attach import run_job
-from euler_client.cli.base import BYTES, CPU, DURATION, GIB, pass_state
+from euler_client.cli.base import AFTER, BYTES, CPU, DURATION, GIB, pass_state
 from euler_client.cli.runargs import RUN_OPTIONS, run_request
 from euler_client.jobrequest import RunRequest
 from euler_client.parse import (
     ParseError,
+    parse_after,
     parse_bytes,
     parse_cpu,
     parse_duration,
@@ -57,7 +58,15 @@ def _env(items: tuple[str, ...], env_file: str | None) -> dict:
 
 def _options(f):
     """The click options of RUN_OPTIONS (declared once, shared with the fast path)."""
-    types = {parse_cpu: CPU, parse_bytes: BYTES, parse_duration: DURATION, parse_gib: GIB, int: int, None: None}
+    types = {
+        parse_cpu: CPU,
+        parse_bytes: BYTES,
+        parse_duration: DURATION,
+        parse_gib: GIB,
+        parse_after: AFTER,
+        int: int,
+        None: None,
+    }
     for option in reversed(RUN_OPTIONS):
         kwargs = {"is_flag": True} if option.flag else {"type": types[option.parse], "multiple": option.multiple}
         f = click.option(*option.flags, option.dest, metavar=option.metavar, help=option.help, **kwargs)(f)
@@ -77,6 +86,8 @@ def run(state, **options) -> int:
     euler run --cpu 2 --memory 4Gi --gpus 1 --timeout 2h registry/team/train:1 -- python train.py
     euler run --gpus 2 --gpu-model 'A100*' --gpu-min-memory 40 registry/team/train:1 -- python train.py
     euler run -f job.yaml
+    euler run --array 100 --parallelism 10 alpine:3.20 -- sh -c 'echo $EULER_ARRAY_INDEX'
+    euler run --after 12 --after 13:ended alpine:3.20 -- echo next
 
     The first Ctrl-C cancels the job and waits for its end; a second one detaches.
     """

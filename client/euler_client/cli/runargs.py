@@ -12,6 +12,7 @@ from collections import namedtuple
 
 from euler_client.parse import (
     ParseError,
+    parse_after,
     parse_bytes,
     parse_cpu,
     parse_duration,
@@ -54,6 +55,16 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--priority",), "priority", "-100..100, within your project (default 0).", int),
     Option(("--network",), "network", "default or none (loopback only)."),
     Option(("--isolation",), "isolation", "default (the node's trust level decides) or sandbox (gVisor everywhere)."),
+    Option(("--array",), "array", "Run N tasks (EULER_ARRAY_INDEX 0..N-1, EULER_ARRAY_COUNT).", int, metavar="N"),
+    Option(("--parallelism",), "parallelism", "With --array: at most P tasks running at once.", int, metavar="P"),
+    Option(
+        ("--after",),
+        "after",
+        "Wait for JOB to succeed (JOB:ended: to end; array:ID for an array); repeatable.",
+        parse_after,
+        metavar="JOB[:ended]",
+        multiple=True,
+    ),  # fmt: skip
     Option(("-d", "--detach"), "detach", "Print the job id and return at once.", flag=True),
     Option(("-q", "--quiet"), "quiet", "No progress lines on stderr.", flag=True),
     Option(("--json",), "as_json", "Print JSON for scripts.", flag=True),
@@ -127,4 +138,5 @@ def run_request(values: dict, *, node_selector: dict, env: dict, file_body: dict
         region=values["region"], node_selector=node_selector, env=env, pool=values["pool"],
         min_trust=values["min_trust"], priority=values["priority"], network=values["network"],
         isolation=values["isolation"], detach=values["detach"], quiet=values["quiet"], as_json=values["as_json"],
+        array_count=values["array"], parallelism=values["parallelism"], depends_on=list(values["after"]),
     )  # fmt: skip
