@@ -9,7 +9,7 @@ import pytest
 from celery import current_app
 
 from euler import celerytask, metrics, taskpolicy
-from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE
+from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE, WEBHOOKS
 
 CONTROL_LOOP = {
     "jobs.tasks.schedule",
@@ -85,7 +85,7 @@ def test_make_up_and_the_harness_start_a_worker_for_the_control_queue_alone():
 
     commands = dict(worker_commands("python"))
     queues = {name: argv[argv.index("-Q") + 1].split(",") for name, argv in commands.items()}
-    assert queues == {"worker-control": [CONTROL], "worker": [HEALTH, MAINTENANCE]}
+    assert queues == {"worker-control": [CONTROL], "worker": [HEALTH, MAINTENANCE, WEBHOOKS]}
     assert len({argv[argv.index("-n") + 1] for argv in commands.values()}) == 2
 
 
@@ -93,7 +93,7 @@ def test_compose_runs_a_worker_for_the_control_queue_alone():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text()
-    assert '"-Q", "control"' in text and '"-Q", "health,maintenance"' in text
+    assert '"-Q", "control"' in text and '"-Q", "health,maintenance,webhooks"' in text
 
 
 # --- single flight ------------------------------------------------------------------------------------------
