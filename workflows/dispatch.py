@@ -46,10 +46,11 @@ def dispatch(*, now=None) -> list[int]:
     """New deliveries for new job events; returns their ids (the caller sends them after commit)."""
     now = now or timezone.now()
     with transaction.atomic():
+        if not DispatchCursor.objects.filter(pk=1).exists():
+            DispatchCursor.objects.bulk_create([DispatchCursor(pk=1)], ignore_conflicts=True)
         cursor = DispatchCursor.objects.select_for_update(skip_locked=True).filter(pk=1).first()
         if cursor is None:
-            DispatchCursor.objects.get_or_create(pk=1)
-            return []  # created (or locked by another dispatcher): the next run reads from it
+            return []  # another dispatcher holds it
         hooks = list(Webhook.objects.filter(enabled=True).select_related("project"))
         if not hooks:
             latest = JobEvent.objects.aggregate(m=Max("id"))["m"] or 0
@@ -79,7 +80,9 @@ def dispatch(*, now=None) -> list[int]:
             created = list(
                 Delivery.objects.filter(
                     hook__in=hooks, key__in={d.key for d in fresh}, attempts=0, state=DeliveryState.PENDING
-                ).values_list("id", flat=True)  # fmt: skip
+                )
+                .order_by("id")
+                .values_list("id", flat=True)
             )
         settled = [e.pk for e in rows if e.created_at <= now - SETTLE]
         if len(rows) == BATCH:

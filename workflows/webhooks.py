@@ -40,11 +40,11 @@ def get_hook(*, project, hook_id: int) -> Webhook:
 @transaction.atomic
 def webhook_create(*, project, url: str, event_names, description: str = "", by=None) -> tuple[Webhook, str]:
     """A new hook and its signing secret (returned once; stored AES-GCM encrypted)."""
-    check_destination(url)
     try:
         names = events.normalize(event_names)
     except events.EventError as exc:
         raise InvalidInput(str(exc), code=exc.code) from None
+    check_destination(url)
     if Webhook.objects.filter(project=project).count() >= MAX_HOOKS:
         raise InvalidInput(f"A project has at most {MAX_HOOKS} webhooks.", code="too_many_webhooks")
     secret = signing.new_secret()

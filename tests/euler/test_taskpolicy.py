@@ -17,6 +17,8 @@ CONTROL_LOOP = {
     "jobs.tasks.node_lost",
     "nodes.tasks.mark_offline",
     "nodes.tasks.flush_seen",
+    # the cron clock: bounded database work (submits), never a tenant's server, so no dead webhook delays a tick
+    "workflows.tasks.schedule_tick",
 }
 
 
@@ -50,6 +52,8 @@ def test_health_checks_and_maintenance_are_on_their_own_queues(app):
     for name in ("quotas.flush_invocations", "euler.tasks.purge_expired", "euler.tasks.compact_logs",
                  "gateway.tasks.prune_invocations", "jobs.tasks.enforce_budgets"):  # fmt: skip
         assert queue_of(app, name) == MAINTENANCE, name
+    for name in ("workflows.tasks.webhook_dispatch", "workflows.tasks.webhook_deliver"):
+        assert queue_of(app, name) == WEBHOOKS, name
 
 
 def test_a_task_missing_from_the_table_never_lands_on_the_control_queue(app):
