@@ -16,7 +16,7 @@ EULER_SCHEDULER_BATCH = env_int("EULER_SCHEDULER_BATCH", 1000, minimum=1, maximu
 EULER_SCHEDULER_HANDOVER_WINDOW = env_int("EULER_SCHEDULER_HANDOVER_WINDOW", 100, minimum=0)
 # A job's disk (writable layer and whatever else it writes on the node) when the submission does not say.
 EULER_JOB_DEFAULT_DISK_BYTES = env_int("EULER_JOB_DEFAULT_DISK_BYTES", 10 * 1024**3, minimum=4 * 1024**2)
-# Automatic retry backoff: base * 2**retries_used seconds, capped.
+# Default automatic retry backoff (a job's retry_backoff overrides it): base * 2**n seconds, capped, less jitter.
 EULER_JOB_RETRY_BACKOFF = env_float("EULER_JOB_RETRY_BACKOFF", 2.0, minimum=0)
 EULER_JOB_RETRY_BACKOFF_MAX = env_float("EULER_JOB_RETRY_BACKOFF_MAX", 300.0, minimum=0)
 # Server backstop: an attempt still active this long after its timeout is failed `timeout`.
