@@ -18,6 +18,7 @@ from euler_client.errors import ConnectionFailed
 from euler_client.jobs import Jobs, LogChunk
 from euler_client.query import query
 from euler_client.resources import Agents, Keys, Nodes, sse_events
+from euler_client.workflows import Schedules, Webhooks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class Client:
         self.nodes = Nodes(self)
         self.agents = Agents(self)
         self.keys = Keys(self)
+        self.schedules = Schedules(self)
+        self.webhooks = Webhooks(self)
 
     @property
     def http(self) -> httpx.Client:

@@ -19,7 +19,7 @@ class RunRequest:
     disk_bytes: int | None = None
     timeout_seconds: int | None = None
     max_retries: int | None = None
-    retry_on: list[str] | None = None
+    retry_on: list | None = None  # endings, then {"exit_codes": [...]}
     region: str | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from euler_client.parse import ParseError, parse_bytes, parse_cpu, parse_duration, parse_env, parse_labels, parse_list
+from euler_client.parse import (
+    ParseError,
+    parse_bytes,
+    parse_cpu,
+    parse_duration,
+    parse_env,
+    parse_labels,
+    parse_retry_on,
+)
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--disk",), "disk", "Writable-layer limit: 10Gi.", parse_bytes),
     Option(("--timeout",), "timeout", "300, 5m, 1h30m (default 1h).", parse_duration),
     Option(("--retries",), "retries", "Automatic retries (server default 1).", int),
-    Option(("--retry-on",), "retry_on", "Endings retried automatically: lost,failed,timeout.", metavar="LIST"),
+    Option(
+        ("--retry-on",),
+        "retry_on",
+        "Retried automatically: lost,failed,timeout and exit codes (75,128-143).",
+        metavar="LIST",
+    ),  # fmt: skip
     Option(("--region",), "region", "Only nodes of this region."),
     Option(("--label",), "labels", "Node label the job needs (repeatable).", metavar="K=V", multiple=True),
     Option(("--env",), "env", "Environment variable; K alone passes yours.", metavar="K=V", multiple=True),
@@ -111,7 +124,7 @@ def run_request(values: dict, *, node_selector: dict, env: dict, file_body: dict
         image=values["image"], command=tuple(command), file_body=file_body, name=values["name"],
         cpu_milli=values["cpu"], memory_bytes=values["memory"], gpu_count=values["gpus"], disk_bytes=values["disk"],
         timeout_seconds=values["timeout"], max_retries=values["retries"],
-        retry_on=parse_list(values["retry_on"]) if values["retry_on"] is not None else None,
+        retry_on=parse_retry_on(values["retry_on"]) if values["retry_on"] is not None else None,
         region=values["region"], node_selector=node_selector, env=env, pool=values["pool"],
         min_trust=values["min_trust"], priority=values["priority"], network=values["network"],
         detach=values["detach"], quiet=values["quiet"], as_json=values["as_json"],
