@@ -1,7 +1,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from console.views import activity, agents, auth, dashboard, jobs, keys, members, nodes, usage
+from console.views import activity, agents, auth, dashboard, jobs, keys, members, nodes, usage, workflows
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -24,6 +24,18 @@ urlpatterns = [
     path("jobs/<id:job_id>/", jobs.job_detail, name="job-detail"),
     path("jobs/<id:job_id>/cancel/", jobs.job_cancel, name="job-cancel"),
     path("jobs/<id:job_id>/retry/", jobs.job_retry, name="job-retry"),
+    path("schedules/", workflows.schedule_list, name="schedules"),
+    path("schedules/<str:name>/", workflows.schedule_detail, name="schedule-detail"),
+    path("schedules/<str:name>/switch/", workflows.schedule_switch, name="schedule-switch"),
+    path("schedules/<str:name>/delete/", workflows.schedule_delete, name="schedule-delete"),
+    path("webhooks/", workflows.webhook_list, name="webhooks"),
+    path("webhooks/<id:hook_id>/", workflows.webhook_detail, name="webhook-detail"),
+    path("webhooks/<id:hook_id>/delete/", workflows.webhook_delete, name="webhook-delete"),
+    path(
+        "webhooks/<id:hook_id>/deliveries/<id:delivery_id>/redeliver/",
+        workflows.webhook_redeliver,
+        name="webhook-redeliver",
+    ),
     path("agents/", agents.agents, name="agents"),
     path("agents/<str:name>/", agents.agent_detail, name="agent-detail"),
 ]
