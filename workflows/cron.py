@@ -49,10 +49,13 @@ def check(expression: str, timezone_name: str) -> None:
     """CronError (invalid_cron / invalid_timezone) unless the pair can be scheduled."""
     if not isinstance(expression, str) or not expression.strip() or len(expression) > MAX_EXPRESSION:
         raise CronError(f"cron is a cron expression of at most {MAX_EXPRESSION} characters.", "invalid_cron")
+    if len(expression.split()) != 5:
+        raise CronError("cron has five fields: minute hour day-of-month month day-of-week (e.g. '*/15 * * * *').",
+                        "invalid_cron")  # fmt: skip
     tz = zone(timezone_name)
     try:
         next(CronSim(expression.strip(), datetime.now(tz)))
-    except (CronSimError, StopIteration, ValueError) as exc:
+    except (CronSimError, StopIteration, ValueError, LookupError, TypeError) as exc:
         raise CronError(f"cron {expression[:MAX_EXPRESSION]!r} is not a valid expression: {exc}.",
                         "invalid_cron") from None  # fmt: skip
 

@@ -99,9 +99,17 @@ def dispatch(*, now=None) -> list[int]:
 
 
 def overdue(*, now=None, limit: int = 500) -> list[int]:
-    """Deliveries whose next try is due but whose message was lost (a worker restart): sent again."""
+    """Deliveries whose next try is due but whose message was lost (a worker restart): sent again, each at most
+    once a minute, so a backed-up queue is not flooded with copies (a copy finds the delivery claimed anyway)."""
     now = now or timezone.now()
-    stuck = now - timedelta(minutes=5)
-    Delivery.objects.filter(state=DeliveryState.SENDING, updated_at__lt=stuck).update(state=DeliveryState.PENDING)
-    due = Delivery.objects.filter(state=DeliveryState.PENDING, next_attempt_at__lte=now - timedelta(seconds=30))
-    return list(due.order_by("next_attempt_at").values_list("id", flat=True)[:limit])
+    Delivery.objects.filter(state=DeliveryState.SENDING, updated_at__lt=now - timedelta(minutes=5)).update(
+        state=DeliveryState.PENDING, updated_at=now - timedelta(minutes=1)
+    )
+    due = Delivery.objects.filter(
+        state=DeliveryState.PENDING,
+        next_attempt_at__lte=now - timedelta(seconds=30),
+        updated_at__lte=now - timedelta(seconds=60),
+    )
+    ids = list(due.order_by("next_attempt_at").values_list("id", flat=True)[:limit])
+    Delivery.objects.filter(pk__in=ids).update(updated_at=now)
+    return ids

@@ -46,7 +46,7 @@ def test_ticks_missed_while_down_give_one_catch_up_run_for_the_latest():
     assert (tick, following) == (utc(2026, 12, 2, 15, 30), utc(2026, 12, 2, 15, 31))
 
 
-@pytest.mark.parametrize("expr", ["", "* * *", "61 * * * *", "x y z a b", "* " * 60])
+@pytest.mark.parametrize("expr", ["", "* * *", "61 * * * *", "x y z a b", "* " * 60, "* * * * * *", "@daily"])
 def test_bad_cron_expressions_are_refused_with_a_code(expr):
     with pytest.raises(cron.CronError) as exc:
         cron.check(expr, "UTC")

@@ -194,3 +194,22 @@ def test_deleting_a_hook_stops_its_deliveries(api, loopback_allowed):
         submit(api)
         tasks.webhook_dispatch()
     assert receiver.requests == []
+
+
+def test_a_delivery_whose_message_was_lost_is_sent_again_once_a_minute(api, loopback_allowed):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from workflows import dispatch
+
+    with Receiver() as receiver:
+        hook = create(api, receiver.url, events=["job.queued"])
+        submit(api)
+        dispatch.dispatch()  # the deliveries are made, but their messages never sent (a worker restart)
+        now = timezone.now() + timedelta(minutes=2)
+        assert len(dispatch.overdue(now=now)) == 1
+        assert dispatch.overdue(now=now + timedelta(seconds=10)) == []  # not again within the minute
+        tasks.webhook_dispatch()
+    assert Delivery.objects.get(hook_id=hook["id"]).state == "pending"  # not yet overdue in real time
+    assert receiver.requests == []

@@ -1,0 +1,75 @@
+"""Workflows end to end: a real agent's exit code drives the retry policy; two beats tick a schedule once per tick.
+
+The two-beat run waits for E2E_SCHEDULE_MINUTES (default 2) cron ticks of `* * * * *`; the issue's five-minute
+run is `E2E_SCHEDULE_MINUTES=5` (figures in BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.e2e.harness import PY
+from tests.e2e.test_jobs import FAST, Euler
+
+pytestmark = [pytest.mark.e2e]
+
+
+@pytest.mark.docker
+def test_a_job_exiting_75_is_retried_by_exit_code_with_the_backoff_in_its_events(platform_factory, project,
+                                                                                 docker_engine):  # fmt: skip
+    euler = Euler(platform_factory(env=FAST), project)
+    try:
+        euler.node()
+        job = euler.submit(["sh", "-c", "echo try; exit 75"], max_retries=2,
+                           retry_on=[{"exit_codes": [75, "128-143"]}],
+                           retry_backoff={"initial": 1, "factor": 2, "max": 10})  # fmt: skip
+        done = euler.wait_state(job["id"], {"failed", "succeeded"}, timeout=180)
+        assert (done["state"], done["exit_code"], done["retries_used"]) == ("failed", 75, 2)
+        assert [a["exit_code"] for a in done["attempts"]] == [75, 75, 75]
+        retries = [e["message"] for e in done["events"] if e["to_state"] == "queued" and e["from_state"]]
+        assert len(retries) == 2 and all("exit code 75 matched 75" in m for m in retries), retries
+        assert "retry 1 of 2 in " in retries[0] and "retry 2 of 2 in " in retries[1]
+        # not placed before its time: each next attempt starts after the previous one ended plus its delay
+        attempts = done["attempts"]
+        for (before, after), message in zip(zip(attempts[:-1], attempts[1:], strict=True), retries, strict=True):
+            delay = float(message.split(" in ")[1].split("s,")[0])
+            ended = datetime.fromisoformat(before["ended_at"].replace("Z", "+00:00"))
+            created = datetime.fromisoformat(after["created_at"].replace("Z", "+00:00"))
+            assert (created - ended).total_seconds() >= delay - 0.05, (before, after, message)
+    finally:
+        euler.cleanup()
+
+
+def test_two_beats_submit_one_job_per_tick_of_a_schedule(platform_factory, project):
+    from jobs.models import Job
+    from workflows.models import ScheduleRun
+
+    minutes = int(os.environ.get("E2E_SCHEDULE_MINUTES", "2"))
+    platform = platform_factory(env={"EULER_SCHEDULE_TICK": "1"})
+    # the second beat, with its own schedule file: both send every tick task
+    platform.spawn("beat2", [PY, "-m", "celery", "-A", "euler", "beat", "-l", "info",
+                             "-s", str(platform.tmp / "data" / "celerybeat-schedule-2")])  # fmt: skip
+    euler = Euler(platform, project)
+    r = euler.http.post("schedules", json={"name": "every-minute", "cron": "* * * * *", "overlap": "allow", "job": {
+        "name": "tick", "image": "euler-test/busybox", "command": ["true"], "cpu_milli": 100,
+        "memory_bytes": 64 * 1024 * 1024, "timeout_seconds": 60}})  # fmt: skip
+    assert r.status_code == 201, r.text
+    first = datetime.fromisoformat(r.json()["next_tick_at"].replace("Z", "+00:00"))
+    deadline = first.timestamp() + (minutes - 1) * 60 + 20  # the last tick plus time for the tick task
+    while time.time() < deadline:
+        time.sleep(2)
+    runs = list(ScheduleRun.objects.filter(schedule__name="every-minute").order_by("tick"))
+    ticks = [run.tick for run in runs]
+    assert len(ticks) == len(set(ticks)) == minutes, ticks
+    assert all(run.outcome == "submitted" and not run.catch_up for run in runs)
+    assert [t.astimezone(UTC).second for t in ticks] == [0] * minutes
+    assert Job.objects.filter(project=project, name="tick").count() == minutes
+    lateness = [(run.created_at - run.tick).total_seconds() for run in runs]
+    print(
+        f"\ntwo beats, {minutes} ticks of * * * * *: {len(runs)} runs, {len(set(ticks))} distinct ticks, "
+        f"jobs {Job.objects.filter(project=project, name='tick').count()}, run lateness s {lateness}"
+    )
