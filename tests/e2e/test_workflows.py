@@ -73,3 +73,28 @@ def test_two_beats_submit_one_job_per_tick_of_a_schedule(platform_factory, proje
         f"\ntwo beats, {minutes} ticks of * * * * *: {len(runs)} runs, {len(set(ticks))} distinct ticks, "
         f"jobs {Job.objects.filter(project=project, name='tick').count()}, run lateness s {lateness}"
     )
+
+
+def test_real_workers_deliver_signed_events_on_the_webhooks_queue(platform_factory, project):
+    """Beat sends the dispatch, the background worker consumes the `webhooks` queue, the receiver verifies."""
+    import json
+
+    from tests.workflows.receiver import Receiver
+    from workflows import signing
+
+    platform = platform_factory(
+        env={"EULER_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8", "EULER_WEBHOOK_RETRY_BACKOFF": "1"}
+    )
+    euler = Euler(platform, project)
+    with Receiver(answers=[500]) as receiver:
+        r = euler.http.post("webhooks", json={"url": receiver.url, "events": ["job.queued", "job.cancelled"]})
+        assert r.status_code == 201, r.text
+        secret = r.json()["secret"]
+        job = euler.submit(["true"])  # no node: it stays queued until cancelled
+        assert euler.http.post(f"jobs/{job['id']}/cancel").status_code == 200
+        platform.wait_for(lambda: len(receiver.requests) >= 3, "queued (500, then 200) and cancelled", timeout=90)
+    types = []
+    for headers, body in receiver.requests:
+        assert signing.verify(secret, headers["euler-signature"], body, now=int(time.time()))
+        types.append(json.loads(body)["type"])
+    assert sorted(types) == ["job.cancelled", "job.queued", "job.queued"]
