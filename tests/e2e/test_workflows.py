@@ -16,6 +16,7 @@ from tests.e2e.harness import PY
 from tests.e2e.test_jobs import FAST, Euler
 
 pytestmark = [pytest.mark.e2e]
+MINUTES = int(os.environ.get("E2E_SCHEDULE_MINUTES", "2"))
 
 
 @pytest.mark.docker
@@ -44,11 +45,12 @@ def test_a_job_exiting_75_is_retried_by_exit_code_with_the_backoff_in_its_events
         euler.cleanup()
 
 
+@pytest.mark.timeout(180 + 60 * MINUTES)
 def test_two_beats_submit_one_job_per_tick_of_a_schedule(platform_factory, project):
     from jobs.models import Job
     from workflows.models import ScheduleRun
 
-    minutes = int(os.environ.get("E2E_SCHEDULE_MINUTES", "2"))
+    minutes = MINUTES
     platform = platform_factory(env={"EULER_SCHEDULE_TICK": "1"})
     # the second beat, with its own schedule file: both send every tick task
     platform.spawn("beat2", [PY, "-m", "celery", "-A", "euler", "beat", "-l", "info",
