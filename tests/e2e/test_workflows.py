@@ -94,9 +94,12 @@ def test_real_workers_deliver_signed_events_on_the_webhooks_queue(platform_facto
         secret = r.json()["secret"]
         job = euler.submit(["true"])  # no node: it stays queued until cancelled
         assert euler.http.post(f"jobs/{job['id']}/cancel").status_code == 200
-        platform.wait_for(lambda: len(receiver.requests) >= 3, "queued (500, then 200) and cancelled", timeout=90)
+        platform.wait_for(
+            lambda: len(receiver.requests) >= 3, "queued and cancelled, one of them twice (500, then 200)", timeout=90
+        )
     types = []
     for headers, body in receiver.requests:
         assert signing.verify(secret, headers["euler-signature"], body, now=int(time.time()))
         types.append(json.loads(body)["type"])
-    assert sorted(types) == ["job.cancelled", "job.queued", "job.queued"]
+    # whichever came first got the 500 and was delivered again
+    assert len(types) == 3 and sorted(set(types)) == ["job.cancelled", "job.queued"], types
