@@ -70,3 +70,9 @@ def test_register_a_webhook_see_its_log_and_redeliver(signed_in, settings, djang
     assert hook.deliveries.count() == 2 and len(receiver.requests) == 2
     signed_in.post(f"/webhooks/{hook.pk}/delete/")
     assert not Webhook.objects.exists()
+
+
+def test_the_pages_speak_chinese(signed_in):
+    signed_in.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
+    assert "定时任务" in signed_in.get("/schedules/").content.decode()
+    assert "注册 Webhook" in signed_in.get("/webhooks/").content.decode()
