@@ -17,6 +17,8 @@ EULER_WEBHOOK_TIMEOUT = env_float("EULER_WEBHOOK_TIMEOUT", 5.0, minimum=0.1)
 EULER_WEBHOOK_MAX_TRIES = env_int("EULER_WEBHOOK_MAX_TRIES", 6, minimum=1, maximum=20)
 # Backoff between tries: this many seconds, tripled per try (with jitter), at most an hour.
 EULER_WEBHOOK_RETRY_BACKOFF = env_float("EULER_WEBHOOK_RETRY_BACKOFF", 10.0, minimum=0)
+# Deliveries (and their tries) older than this many days leave the log; 0 keeps them.
+EULER_WEBHOOK_LOG_DAYS = env_int("EULER_WEBHOOK_LOG_DAYS", 30, minimum=0)
 # How often beat turns new job events into deliveries (seconds).
 EULER_WEBHOOK_DISPATCH_TICK = env_float("EULER_WEBHOOK_DISPATCH_TICK", 2.0, minimum=0.2)
 
@@ -35,4 +37,5 @@ _validate_networks()
 BEAT_SCHEDULE: dict = {
     "workflows-schedule-tick": {"task": "workflows.tasks.schedule_tick", "schedule": EULER_SCHEDULE_TICK},
     "workflows-webhook-dispatch": {"task": "workflows.tasks.webhook_dispatch", "schedule": EULER_WEBHOOK_DISPATCH_TICK},
+    "workflows-prune-deliveries": {"task": "workflows.tasks.prune_deliveries", "schedule": 3600.0},
 }

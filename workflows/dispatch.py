@@ -113,3 +113,17 @@ def overdue(*, now=None, limit: int = 500) -> list[int]:
     ids = list(due.order_by("next_attempt_at").values_list("id", flat=True)[:limit])
     Delivery.objects.filter(pk__in=ids).update(updated_at=now)
     return ids
+
+
+def prune(*, days: int, now=None, batch: int = 500) -> int:
+    """Ended deliveries older than `days` leave the log (their tries with them), a batch per transaction."""
+    if days <= 0:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    old = Delivery.objects.filter(created_at__lt=cutoff, state__in=[DeliveryState.SUCCEEDED, DeliveryState.FAILED])
+    removed = 0
+    while True:
+        ids = list(old.order_by("id").values_list("id", flat=True)[:batch])
+        if not ids:
+            return removed
+        removed += Delivery.objects.filter(pk__in=ids).delete()[1].get("workflows.Delivery", 0)

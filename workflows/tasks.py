@@ -21,6 +21,11 @@ def webhook_dispatch() -> None:
         deliver_soon(delivery_id)
 
 
+@shared_task(name="workflows.tasks.prune_deliveries", ignore_result=True)
+def prune_deliveries() -> None:
+    dispatch.prune(days=settings.EULER_WEBHOOK_LOG_DAYS)
+
+
 @shared_task(name=DELIVER, ignore_result=True)
 def webhook_deliver(delivery_id: int) -> None:
     delay = delivery.deliver(delivery_id)

@@ -213,3 +213,23 @@ def test_a_delivery_whose_message_was_lost_is_sent_again_once_a_minute(api, loop
         tasks.webhook_dispatch()
     assert Delivery.objects.get(hook_id=hook["id"]).state == "pending"  # not yet overdue in real time
     assert receiver.requests == []
+
+
+def test_old_ended_deliveries_leave_the_log(api, loopback_allowed):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from workflows import dispatch
+
+    with Receiver() as receiver:
+        hook = create(api, receiver.url, events=["job.queued"])
+        submit(api)
+        submit(api)
+        tasks.webhook_dispatch()
+    assert len(receiver.requests) == 2
+    old, new = Delivery.objects.filter(hook_id=hook["id"]).order_by("id")
+    Delivery.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=31))
+    assert dispatch.prune(days=30) == 1
+    assert list(Delivery.objects.values_list("id", flat=True)) == [new.pk]
+    assert dispatch.prune(days=0) == 0
