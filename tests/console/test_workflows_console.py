@@ -76,3 +76,10 @@ def test_the_pages_speak_chinese(signed_in):
     signed_in.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
     assert "定时任务" in signed_in.get("/schedules/").content.decode()
     assert "注册 Webhook" in signed_in.get("/webhooks/").content.decode()
+
+
+def test_a_jobs_page_shows_its_exit_code_retry_policy(signed_in, project):
+    job = job_services.job_submit(
+        project=project, spec=job_body(retry_on=["lost", {"exit_codes": [75, "128-143"]}], max_retries=2)
+    )
+    assert "lost, exit codes 75, 128-143" in signed_in.get(f"/jobs/{job.pk}/").content.decode()
