@@ -83,3 +83,14 @@ def test_a_jobs_page_shows_its_exit_code_retry_policy(signed_in, project):
         project=project, spec=job_body(retry_on=["lost", {"exit_codes": [75, "128-143"]}], max_retries=2)
     )
     assert "lost, exit codes 75, 128-143" in signed_in.get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_the_job_form_takes_exit_codes_to_retry_on(signed_in, project):
+    from jobs.models import Job
+    from tests.console.test_jobs_console import FORM
+
+    response = signed_in.post("/jobs/new/", {**FORM, "retry_exit_codes": "75, 128-143"})
+    assert response.status_code == 302
+    assert Job.objects.get(project=project).retry_on == ["lost", "failed", {"exit_codes": [75, "128-143"]}]
+    bad = signed_in.post("/jobs/new/", {**FORM, "retry_exit_codes": "300"})
+    assert bad.status_code == 400 and "exit codes lie between 0 and 255" in bad.content.decode()
