@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-STATES = ("queued", "assigned", "running", "succeeded", "failed", "cancelled", "lost")
+# `waiting` is the job arrays' and dependencies' state (unmet dependencies, a full array): listed so that a hook
+# may choose it once that lands; `job.state_changed` matches every state, including any added later.
+STATES = ("waiting", "queued", "assigned", "running", "succeeded", "failed", "cancelled", "lost")
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "lost"})
 NAMES = tuple(f"job.{state}" for state in STATES)
 GROUPS = {
@@ -31,7 +33,7 @@ def event_type(to_state: str) -> str:
 
 def matches(subscribed, to_state: str) -> bool:
     for name in subscribed or ():
-        if name == event_type(to_state) or to_state in GROUPS.get(name, ()):
+        if name in (event_type(to_state), "job.state_changed") or to_state in GROUPS.get(name, ()):
             return True
     return False
 

@@ -63,7 +63,8 @@ def test_unknown_time_zones_are_refused_with_a_code(tz):
 def test_event_names_and_groups_match_the_states_they_say():
     assert events.normalize(["job.failed", "job.ended", "job.failed"]) == ["job.ended", "job.failed"]
     assert events.matches(["job.ended"], "lost") and not events.matches(["job.ended"], "running")
-    assert events.matches(["job.state_changed"], "queued")
+    assert events.matches(["job.state_changed"], "queued") and events.matches(["job.state_changed"], "someday")
+    assert events.matches(["job.waiting"], "waiting")
     assert events.matches(["job.failed"], "failed") and not events.matches(["job.failed"], "succeeded")
     for bad in ([], ["job.exploded"], "job.ended", [1]):
         with pytest.raises(events.EventError):
