@@ -29,8 +29,8 @@ def _allowed(specs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
     return parse_networks(specs)
 
 
-def allowed_networks() -> tuple[IPNetwork, ...]:
-    return _allowed(tuple(getattr(settings, "EULER_AGENT_ALLOWED_NETWORKS", ()) or ()))
+def allowed_networks(setting: str = "EULER_AGENT_ALLOWED_NETWORKS") -> tuple[IPNetwork, ...]:
+    return _allowed(tuple(getattr(settings, setting, ()) or ()))
 
 
 def url_refusal(url: str) -> str | None:
@@ -90,14 +90,15 @@ def resolve(host: str, port: int) -> list[str]:
         return []
 
 
-def check_url(url: str) -> str | None:
-    """Resolve the URL's host and apply `refusal()`: None when the URL may be registered."""
+def check_url(url: str, allowed: Sequence[IPNetwork] | None = None) -> str | None:
+    """Resolve the URL's host and apply `refusal()`: None when the URL may be registered. `allowed` defaults to
+    the gateway's EULER_AGENT_ALLOWED_NETWORKS (webhooks pass their own)."""
     why = url_refusal(url)
     if why:
         return why
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return refusal(url, resolve(parts.hostname or "", port), allowed_networks())
+    return refusal(url, resolve(parts.hostname or "", port), allowed_networks() if allowed is None else allowed)
 
 
 class ForbiddenAddress(httpcore.ConnectError):
@@ -107,8 +108,9 @@ class ForbiddenAddress(httpcore.ConnectError):
 class PinnedBackend(httpcore.AsyncNetworkBackend):
     """Resolves, checks every address, then connects to the checked literal (SNI/Host unchanged)."""
 
-    def __init__(self, inner: httpcore.AsyncNetworkBackend):
+    def __init__(self, inner: httpcore.AsyncNetworkBackend, allowed: Callable[[], Sequence[IPNetwork]] | None = None):
         self._inner = inner
+        self._allowed = allowed or allowed_networks
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         try:
@@ -117,7 +119,7 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         except ValueError:
             addresses = await asyncio.get_running_loop().run_in_executor(None, resolve, host, port)
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
-        why = refusal(url, addresses, allowed_networks())
+        why = refusal(url, addresses, self._allowed())
         if why:
             raise ForbiddenAddress(f"forbidden address: {why}")
         return await self._inner.connect_tcp(
@@ -131,16 +133,17 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def pinned_transport(**kwargs) -> httpx.AsyncHTTPTransport:
+def pinned_transport(*, allowed=None, **kwargs) -> httpx.AsyncHTTPTransport:
     """An httpx transport whose every connection goes through PinnedBackend; no proxies from env."""
     transport = httpx.AsyncHTTPTransport(trust_env=False, **kwargs)
     pool = transport._pool  # httpx offers no public hook for the network backend
-    pool._network_backend = PinnedBackend(pool._network_backend)
+    pool._network_backend = PinnedBackend(pool._network_backend, allowed)
     return transport
 
 
-def pinned_client(**kwargs) -> httpx.AsyncClient:
+def pinned_client(*, allowed: Callable[[], Sequence[IPNetwork]] | None = None, **kwargs) -> httpx.AsyncClient:
+    """`allowed` (a callable, read at each connect) defaults to the gateway's allowed networks."""
     limits = kwargs.pop("limits", None) or httpx.Limits()
     return httpx.AsyncClient(
-        transport=pinned_transport(limits=limits), trust_env=False, follow_redirects=False, **kwargs
+        transport=pinned_transport(limits=limits, allowed=allowed), trust_env=False, follow_redirects=False, **kwargs
     )

@@ -104,13 +104,14 @@ def _port_free(host: str, port: str) -> bool:
 
 def worker_commands(py: str, *, loglevel: str = "warning", concurrency: int = 2) -> list[tuple[str, list[str]]]:
     """The two Celery workers: `worker-control` serves only the control loop (scheduling, liveness), `worker` the
-    health checks and maintenance, so that no tenant-driven task shares a process with the control loop."""
-    from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE
+    health checks, maintenance and webhook deliveries, so that no tenant-driven task shares a process with the
+    control loop."""
+    from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE, WEBHOOKS
 
     common = [py, "-m", "celery", "-A", "euler", "worker", "-l", loglevel, "-c", str(concurrency)]
     return [
         ("worker-control", [*common, "-Q", CONTROL, "-n", "control@%h"]),
-        ("worker", [*common, "-Q", f"{HEALTH},{MAINTENANCE}", "-n", "background@%h"]),
+        ("worker", [*common, "-Q", f"{HEALTH},{MAINTENANCE},{WEBHOOKS}", "-n", "background@%h"]),
     ]
 
 

@@ -19,6 +19,7 @@ api_v1 = [
     path("", include("agents.api.urls")),
     path("", include("gateway.api.urls")),
     path("", include("audit.api.urls")),
+    path("", include("workflows.api.urls")),
 ]
 
 

@@ -71,6 +71,9 @@ def payload_from_form(post) -> tuple[dict, dict[str, str]]:
     _typed_gpus(post, payload)
     retry_on = post.getlist("retry_on") if hasattr(post, "getlist") else post.get("retry_on", [])
     payload["retry_on"] = list(retry_on)
+    codes = [part.strip() for part in post.get("retry_exit_codes", "").split(",") if part.strip()]
+    if codes:  # "75, 128-143": the server checks each (invalid_exit_codes)
+        payload["retry_on"].append({"exit_codes": [int(c) if c.isdigit() else c for c in codes]})
     for field in ("env", "node_selector"):
         values, bad = key_values(post.get(field, ""))
         if bad is not None:

@@ -1,7 +1,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from console.views import activity, agents, auth, dashboard, jobs, keys, members, nodes, usage
+from console.views import activity, agents, auth, dashboard, jobs, keys, members, nodes, usage, workflows
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -27,6 +27,18 @@ urlpatterns = [
     path("arrays/<id:array_id>/", jobs.array_detail, name="array-detail"),
     path("arrays/<id:array_id>/cancel/", jobs.array_cancel, name="array-cancel"),
     path("arrays/<id:array_id>/retry/", jobs.array_retry, name="array-retry"),
+    path("schedules/", workflows.schedule_list, name="schedules"),
+    path("schedules/<str:name>/", workflows.schedule_detail, name="schedule-detail"),
+    path("schedules/<str:name>/switch/", workflows.schedule_switch, name="schedule-switch"),
+    path("schedules/<str:name>/delete/", workflows.schedule_delete, name="schedule-delete"),
+    path("webhooks/", workflows.webhook_list, name="webhooks"),
+    path("webhooks/<id:hook_id>/", workflows.webhook_detail, name="webhook-detail"),
+    path("webhooks/<id:hook_id>/delete/", workflows.webhook_delete, name="webhook-delete"),
+    path(
+        "webhooks/<id:hook_id>/deliveries/<id:delivery_id>/redeliver/",
+        workflows.webhook_redeliver,
+        name="webhook-redeliver",
+    ),
     path("agents/", agents.agents, name="agents"),
     path("agents/<str:name>/", agents.agent_detail, name="agent-detail"),
 ]

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 CONTROL = "control"  # scheduling and liveness: nothing tenant-driven
 HEALTH = "health"  # agent health checks: each upstream is a tenant's server
 MAINTENANCE = "maintenance"  # flushes, metering, retention, log compaction
-QUEUES = (CONTROL, HEALTH, MAINTENANCE)
+WEBHOOKS = "webhooks"  # webhook deliveries: each destination is a tenant's server, perhaps a dead one
+QUEUES = (CONTROL, HEALTH, MAINTENANCE, WEBHOOKS)
 DEFAULT_QUEUE = MAINTENANCE  # a task missing from the table never lands on the control queue
 
 
@@ -41,11 +42,18 @@ def policies(*, health_deadline: float) -> dict[str, TaskPolicy]:
         "jobs.tasks.node_lost": TaskPolicy(CONTROL, 50.0, 60.0, single_flight=False),  # per node, not periodic
         "nodes.tasks.mark_offline": TaskPolicy(CONTROL, 25.0, 30.0),
         "nodes.tasks.flush_seen": TaskPolicy(CONTROL, 25.0, 30.0),
+        # A schedule tick submits jobs: database work only, bounded per run (EULER_SCHEDULE_BATCH); exactly once
+        # per tick comes from the (schedule, tick) unique constraint, not from this task's single flight.
+        "workflows.tasks.schedule_tick": TaskPolicy(CONTROL, 25.0, 30.0),
         "agents.tasks.run_health_checks": TaskPolicy(HEALTH, health_soft, health_soft + 10.0),
+        "workflows.tasks.webhook_dispatch": TaskPolicy(WEBHOOKS, 25.0, 30.0),
+        # One try of one delivery: a deadline of at most 60 s (EULER_WEBHOOK_TIMEOUT) plus its writes.
+        "workflows.tasks.webhook_deliver": TaskPolicy(WEBHOOKS, 75.0, 90.0, single_flight=False),
         "jobs.tasks.enforce_budgets": TaskPolicy(MAINTENANCE, 50.0, 60.0),
         "quotas.flush_invocations": TaskPolicy(MAINTENANCE, 25.0, 30.0),
         "jobs.tasks.compact_logs": TaskPolicy(MAINTENANCE, 50.0, 60.0),
         "gateway.tasks.prune_invocations": TaskPolicy(MAINTENANCE, 900.0, 960.0),
+        "workflows.tasks.prune_deliveries": TaskPolicy(MAINTENANCE, 900.0, 960.0),
         "euler.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),
         "jobs.outputs.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),
     }

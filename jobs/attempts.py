@@ -8,13 +8,14 @@ Lock order everywhere: the job row first, then the attempt.
 from __future__ import annotations
 
 import logging
+import random
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import fencing, transitions, usage
+from jobs import fencing, retrypolicy, transitions, usage
 from jobs.models import Attempt, Job
 from jobs.outputs import services as output_services
 from jobs.states import (
@@ -24,7 +25,6 @@ from jobs.states import (
     JobState,
     attempt_outcome,
     retry_category,
-    retry_delay,
 )
 from jobs.wakeups import request_pass_if_paced, schedule_on_commit, wake_on_commit
 from nodeagent import protocol
@@ -39,28 +39,42 @@ _JOB_STATE_FOR = {
 }
 
 
+def retry_delay(job: Job, *, retry_number: int) -> float:
+    """The job's backoff (its own settings over the operator's defaults), with jitter."""
+    default = retrypolicy.Backoff(
+        settings.EULER_JOB_RETRY_BACKOFF,
+        2.0,
+        max(settings.EULER_JOB_RETRY_BACKOFF_MAX, settings.EULER_JOB_RETRY_BACKOFF),
+    )
+    try:
+        backoff = retrypolicy.parse_backoff(job.retry_backoff, default=default)
+    except retrypolicy.PolicyError:
+        backoff = default  # stored before a stricter rule: the defaults rather than no retry
+    return retrypolicy.backoff_delay(retry_number=retry_number, backoff=backoff, u=random.random())
+
+
 def _settle_job(job: Job, attempt: Attempt, *, outcome: str, reason: str, exit_code: int | None, now) -> None:
     """After the job's current attempt ended: retry it (with backoff) when the policy says so, else end it."""
     if job.state not in ACTIVE or job.current_attempt_id != attempt.pk:
         return  # cancelled meanwhile, or already moved on
     category = retry_category(attempt_state=outcome, reason=reason)
-    if category and category in (job.retry_on or []) and job.retries_used < job.max_retries:
-        delay = retry_delay(
-            retries_used=job.retries_used,
-            base=settings.EULER_JOB_RETRY_BACKOFF,
-            cap=settings.EULER_JOB_RETRY_BACKOFF_MAX,
-        )
+    why = retrypolicy.retry_reason(retry_on=job.retry_on, category=category, reason=reason, exit_code=exit_code)
+    if why and job.retries_used < job.max_retries:
+        delay = retry_delay(job, retry_number=job.retries_used + 1)
+        at = now + timedelta(seconds=delay)
+        code = "" if exit_code is None else f", exit code {exit_code}"
         transitions.move(
             job,
             JobState.QUEUED,
             attempt=attempt,
             why=category,
-            note=f"attempt {attempt.number} {outcome} ({reason or 'exited'}); retry in {delay:g}s",
+            note=f"attempt {attempt.number} {outcome} ({reason or 'exited'}{code}): {why}; retry "
+            f"{job.retries_used + 1} of {job.max_retries} in {delay:g}s, not before {at.isoformat()}",
             now=now,
             current_attempt=None,
             retries_used=job.retries_used + 1,
-            not_before=now + timedelta(seconds=delay),
-            pending_reason="waiting for retry backoff",
+            not_before=at,
+            pending_reason=f"waiting for retry backoff until {at.isoformat()}",
         )
         return
     transitions.move(

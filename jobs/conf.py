@@ -20,7 +20,7 @@ EULER_SCHEDULER_HANDOVER_WINDOW = env_int("EULER_SCHEDULER_HANDOVER_WINDOW", 100
 EULER_JOB_DEFAULT_DISK_BYTES = env_int("EULER_JOB_DEFAULT_DISK_BYTES", 10 * 1024**3, minimum=4 * 1024**2)
 # The most tasks one job array may have (an array is one request and one transaction, whatever its size).
 EULER_JOB_ARRAY_MAX_COUNT = env_int("EULER_JOB_ARRAY_MAX_COUNT", 10_000, minimum=1, maximum=1_000_000)
-# Automatic retry backoff: base * 2**retries_used seconds, capped.
+# Default automatic retry backoff (a job's retry_backoff overrides it): base * 2**n seconds, capped, less jitter.
 EULER_JOB_RETRY_BACKOFF = env_float("EULER_JOB_RETRY_BACKOFF", 2.0, minimum=0)
 EULER_JOB_RETRY_BACKOFF_MAX = env_float("EULER_JOB_RETRY_BACKOFF_MAX", 300.0, minimum=0)
 # Server backstop: an attempt still active this long after its timeout is failed `timeout`.

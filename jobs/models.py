@@ -34,7 +34,8 @@ class Job(models.Model):
     region = models.CharField(max_length=63, blank=True, default="")
     node_selector = models.JSONField(default=dict, blank=True)
     max_retries = models.IntegerField(default=1)
-    retry_on = models.JSONField(default=_default_retry_on)
+    retry_on = models.JSONField(default=_default_retry_on)  # endings and exit codes (jobs/retrypolicy.py)
+    retry_backoff = models.JSONField(null=True, blank=True)  # {"initial", "factor", "max"}; None: the defaults
     pool = models.CharField(max_length=8, choices=Pool.choices, default=Pool.ANY)
     min_trust = models.CharField(max_length=10, choices=MinTrust.choices, default=MinTrust.COMMUNITY)
     priority = models.SmallIntegerField(default=0)  # -100..100: orders the project's own queue, then FIFO

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from euler.errors import InvalidInput
+from jobs import retrypolicy
 from jobs.outputs import rules as output_rules
 from nodeagent import gpumatch, imageref
 
@@ -196,11 +197,23 @@ def node_selector(value) -> dict[str, str]:
     return value
 
 
-def retry_on(value) -> list[str]:
-    allowed = ("lost", "failed", "timeout")
-    if not isinstance(value, list) or not all(isinstance(v, str) and v in allowed for v in value):
-        raise InvalidInput("retry_on is a list of 'lost', 'failed', 'timeout'.", code="invalid_retry_on")
-    return sorted(set(value), key=allowed.index)
+def retry_on(value) -> list:
+    """Endings and exit codes (jobs/retrypolicy.py): ["lost", {"exit_codes": [75, "128-143"]}]."""
+    try:
+        return retrypolicy.normalize_retry_on(value)
+    except retrypolicy.PolicyError as exc:
+        raise InvalidInput(str(exc), code=exc.code) from None
+
+
+def retry_backoff(value) -> dict | None:
+    """{"initial": s, "factor": f, "max": s}, each optional; stored as sent (None: the operator's defaults)."""
+    if value is None:
+        return None
+    try:
+        retrypolicy.parse_backoff(value, default=retrypolicy.Backoff(1.0, 2.0, retrypolicy.BACKOFF_LIMIT))
+    except retrypolicy.PolicyError as exc:
+        raise InvalidInput(str(exc), code=exc.code) from None
+    return {key: float(val) for key, val in value.items()}
 
 
 def pool(value) -> str:
@@ -298,6 +311,7 @@ FIELDS = {
     "node_selector": (node_selector, dict),
     "max_retries": (max_retries, lambda: 1),
     "retry_on": (retry_on, lambda: ["lost"]),
+    "retry_backoff": (retry_backoff, lambda: None),
     "pool": (pool, lambda: "any"),
     "min_trust": (min_trust, lambda: "community"),
     "priority": (priority, lambda: 0),

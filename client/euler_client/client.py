@@ -19,6 +19,7 @@ from euler_client.jobs import Jobs, LogChunk
 from euler_client.outputs import Outputs
 from euler_client.query import query
 from euler_client.resources import Agents, Arrays, Keys, Nodes, sse_events
+from euler_client.workflows import Schedules, Webhooks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ class Client:
         self.keys = Keys(self)
         self.outputs = Outputs(self)
         self.arrays = Arrays(self)
+        self.schedules = Schedules(self)
+        self.webhooks = Webhooks(self)
 
     @property
     def http(self) -> httpx.Client:

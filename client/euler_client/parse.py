@@ -134,6 +134,20 @@ def parse_list(text: str | None) -> list[str]:
     return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
+def parse_retry_on(text: str | None) -> list:
+    """`lost,failed,75,128-143` → ["lost", "failed", {"exit_codes": [75, "128-143"]}]: endings by name, exit
+    codes and ranges by number (the server checks them)."""
+    endings: list = []
+    codes: list = []
+    for part in parse_list(text):
+        head = part.split("-", 1)[0]
+        if head.isdigit():
+            codes.append(int(part) if part.isdigit() else part)
+        else:
+            endings.append(part)
+    return endings + ([{"exit_codes": codes}] if codes else [])
+
+
 def default_name(image: str) -> str:
     """A job name from its image: `registry:5000/team/trainer:1.2` → `trainer`."""
     last = image.split("@", 1)[0].rstrip("/").rsplit("/", 1)[-1]

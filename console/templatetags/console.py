@@ -68,3 +68,15 @@ def svg_chart(points, title: str, line=None, unit: str = ""):
 def quota_bar(label: str, used, limit, unit: str = ""):
     pct = round(charts.percent(used, limit), 1)
     return {"label": label, "used": used, "limit": limit, "pct": pct, "unit": unit}
+
+
+@register.filter
+def retry_policy(retry_on) -> str:
+    """["lost", {"exit_codes": [75, "128-143"]}] → "lost, exit codes 75, 128-143"."""
+    parts = []
+    for item in retry_on or []:
+        if isinstance(item, dict):
+            parts.append("exit codes " + ", ".join(str(code) for code in item.get("exit_codes", [])))
+        else:
+            parts.append(str(item))
+    return ", ".join(parts)

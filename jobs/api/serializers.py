@@ -85,7 +85,23 @@ _OPENAPI = {
     "priority": {"type": "integer", "minimum": -100, "maximum": 100, "default": 0},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "writeOnly": True},
     "node_selector": {"type": "object", "additionalProperties": {"type": "string"}},
-    "retry_on": {"type": "array", "items": {"type": "string", "enum": ["lost", "failed", "timeout"]}},
+    "retry_on": {
+        "type": "array",
+        "items": {
+            "oneOf": [
+                {"type": "string", "enum": ["lost", "failed", "timeout"]},
+                {
+                    "type": "object",
+                    "properties": {"exit_codes": {"type": "array", "items": {"type": ["integer", "string"]}}},
+                },
+            ]
+        },
+    },
+    "retry_backoff": {
+        "type": "object",
+        "nullable": True,
+        "properties": {"initial": {"type": "number"}, "factor": {"type": "number"}, "max": {"type": "number"}},
+    },
     "pool": {"type": "string", "enum": ["any", "own"]},
     "min_trust": {"type": "string", "enum": ["community", "platform"]},
     "outputs": {
@@ -159,7 +175,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "state", "image", "command", "cpu_milli", "memory_bytes", "disk_bytes",
             "network", "gpu_count", "gpus", "timeout_seconds", "has_env", "region", "node_selector", "max_retries", "retry_on", "pool",
-            "min_trust", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
+            "min_trust", "retry_backoff", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
             "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation", "array", "array_index",
         ]  # fmt: skip

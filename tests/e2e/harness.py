@@ -9,7 +9,7 @@
     platform.stop()                    # kills everything it started
 
 Two workers, as `make up` starts them: `worker-control` serves the control queue (scheduling, liveness) and `worker`
-the health and maintenance queues (euler/taskpolicy.py).
+the health, maintenance and webhooks queues (euler/taskpolicy.py).
 
 What it gives the processes: the test database (the `transactional_db` data is visible to them;
 `DATABASE_URL` names pytest-django's test database, PostgreSQL or the SQLite file), its own Redis
@@ -245,7 +245,7 @@ class Platform:
                                "--port", str(self.port), "--no-access-log", "--log-level", "warning",
                                "--timeout-graceful-shutdown", "3"])  # fmt: skip
         if worker:
-            # As `make up` runs them: `worker-control` serves the control queue alone, `worker` health and maintenance.
+            # As `make up` runs them: `worker-control` serves the control queue alone, `worker` the others.
             for name, argv in worker_commands(PY, loglevel="info", concurrency=self.worker_concurrency):
                 self.spawn(name, [*argv, "--without-gossip", "--without-mingle"])
         if beat:

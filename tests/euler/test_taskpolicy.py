@@ -9,7 +9,7 @@ import pytest
 from celery import current_app
 
 from euler import celerytask, metrics, taskpolicy
-from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE
+from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE, WEBHOOKS
 
 CONTROL_LOOP = {
     "jobs.tasks.schedule",
@@ -17,6 +17,8 @@ CONTROL_LOOP = {
     "jobs.tasks.node_lost",
     "nodes.tasks.mark_offline",
     "nodes.tasks.flush_seen",
+    # the cron clock: bounded database work (submits), never a tenant's server, so no dead webhook delays a tick
+    "workflows.tasks.schedule_tick",
 }
 
 
@@ -50,6 +52,8 @@ def test_health_checks_and_maintenance_are_on_their_own_queues(app):
     for name in ("quotas.flush_invocations", "euler.tasks.purge_expired", "jobs.tasks.compact_logs",
                  "gateway.tasks.prune_invocations", "jobs.tasks.enforce_budgets"):  # fmt: skip
         assert queue_of(app, name) == MAINTENANCE, name
+    for name in ("workflows.tasks.webhook_dispatch", "workflows.tasks.webhook_deliver"):
+        assert queue_of(app, name) == WEBHOOKS, name
 
 
 def test_a_task_missing_from_the_table_never_lands_on_the_control_queue(app):
@@ -85,7 +89,7 @@ def test_make_up_and_the_harness_start_a_worker_for_the_control_queue_alone():
 
     commands = dict(worker_commands("python"))
     queues = {name: argv[argv.index("-Q") + 1].split(",") for name, argv in commands.items()}
-    assert queues == {"worker-control": [CONTROL], "worker": [HEALTH, MAINTENANCE]}
+    assert queues == {"worker-control": [CONTROL], "worker": [HEALTH, MAINTENANCE, WEBHOOKS]}
     assert len({argv[argv.index("-n") + 1] for argv in commands.values()}) == 2
 
 
@@ -93,7 +97,7 @@ def test_compose_runs_a_worker_for_the_control_queue_alone():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text()
-    assert '"-Q", "control"' in text and '"-Q", "health,maintenance"' in text
+    assert '"-Q", "control"' in text and '"-Q", "health,maintenance,webhooks"' in text
 
 
 # --- single flight ------------------------------------------------------------------------------------------

@@ -39,6 +39,12 @@ COMMANDS: dict[str, Entry] = {
     "arrays": Entry("euler_client.cli.arrays:arrays", "Job arrays: list (default), show, tasks, cancel, retry, wait."),
     "nodes": Entry("euler_client.cli.nodes:nodes", "Nodes: list (default), show, token."),
     "agents": Entry("euler_client.cli.agents:agents", "Agents: list (default), show, create, delete, invoke."),
+    "schedules": Entry(
+        "euler_client.cli.workflows:schedules", "Cron schedules: list (default), show, create, delete, enable, disable."
+    ),
+    "webhooks": Entry(
+        "euler_client.cli.workflows:webhooks", "Webhooks: list (default), create, delete, deliveries, redeliver."
+    ),
     "keys": Entry("euler_client.cli.account:keys", "API keys: list (default), create, delete."),
     "login": Entry("euler_client.cli.account:login", "Check an API key and store it in a profile.", "Account"),
     "usage": Entry("euler_client.cli.account:usage", "Quota bars for this period.", "Account"),

@@ -19,7 +19,7 @@ from euler_client.parse import (
     parse_env,
     parse_gib,
     parse_labels,
-    parse_list,
+    parse_retry_on,
 )
 
 # A namedtuple, not a dataclass: `dataclasses` imports `inspect`, a third of the CLI's own start-up CPU.
@@ -45,7 +45,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--disk",), "disk", "Writable-layer limit: 10Gi.", parse_bytes),
     Option(("--timeout",), "timeout", "300, 5m, 1h30m (default 1h).", parse_duration),
     Option(("--retries",), "retries", "Automatic retries (server default 1).", int),
-    Option(("--retry-on",), "retry_on", "Endings retried automatically: lost,failed,timeout.", metavar="LIST"),
+    Option(
+        ("--retry-on",),
+        "retry_on",
+        "Retried automatically: lost,failed,timeout and exit codes (75,128-143).",
+        metavar="LIST",
+    ),  # fmt: skip
     Option(("--region",), "region", "Only nodes of this region."),
     Option(("--label",), "labels", "Node label the job needs (repeatable).", metavar="K=V", multiple=True),
     Option(("--env",), "env", "Environment variable; K alone passes yours.", metavar="K=V", multiple=True),
@@ -134,7 +139,7 @@ def run_request(values: dict, *, node_selector: dict, env: dict, file_body: dict
         cpu_milli=values["cpu"], memory_bytes=values["memory"], gpu_count=values["gpus"], disk_bytes=values["disk"],
         gpu_model=values["gpu_model"], gpu_min_memory_gib=values["gpu_min_memory"],
         timeout_seconds=values["timeout"], max_retries=values["retries"],
-        retry_on=parse_list(values["retry_on"]) if values["retry_on"] is not None else None,
+        retry_on=parse_retry_on(values["retry_on"]) if values["retry_on"] is not None else None,
         region=values["region"], node_selector=node_selector, env=env, pool=values["pool"],
         min_trust=values["min_trust"], priority=values["priority"], network=values["network"],
         isolation=values["isolation"], detach=values["detach"], quiet=values["quiet"], as_json=values["as_json"],
