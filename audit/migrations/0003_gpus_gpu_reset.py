@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('audit', '0002_login_throttled_key_role_lowered'),
+        ("audit", "0002_login_throttled_key_role_lowered"),
     ]
 
     operations = [

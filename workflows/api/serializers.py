@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from euler.api import StrictSerializer
+from quotas.api.base import StrictSerializer
 from rest_framework import serializers
 
 from workflows.models import Delivery, DeliveryTry, Overlap, Schedule, ScheduleRun, Webhook

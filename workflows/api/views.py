@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from euler.api import Pagination, paginated, request_project, request_role, request_user
+from quotas.api.base import Pagination, paginated, request_project, request_role, request_user
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView

@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('jobs', '0006_hooks_retry_backoff'),
+        ('jobs', '0010_hooks_retry_backoff'),
         ('quotas', '0005_gateway_limits'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

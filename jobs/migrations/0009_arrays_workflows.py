@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0005_job_ended_index'),
+        ("jobs", "0008_gpus_typed_requests_and_stats"),
         ('quotas', '0005_gateway_limits'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('nodes', '0005_node_allowed_images'),
+        ("nodes", "0006_runtimes_runtimes"),
     ]
 
     operations = [

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0005_job_ended_index"),
+        ("jobs", "0009_arrays_workflows"),
     ]
 
     operations = [
