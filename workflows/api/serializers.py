@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from quotas.api.base import StrictSerializer
 from rest_framework import serializers
 
+from quotas.api.base import StrictSerializer
 from workflows.models import Delivery, DeliveryTry, Overlap, Schedule, ScheduleRun, Webhook
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from quotas.api.base import Pagination, paginated, request_project, request_role, request_user
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,6 +11,7 @@ from euler.errors import Forbidden
 from jobs.api.serializers import JobCreateSerializer
 from quotas import roles
 from quotas.access import member, owner
+from quotas.api.base import Pagination, paginated, request_project, request_role, request_user
 from workflows import schedules, webhooks
 from workflows.api.serializers import (
     DeliveryOut,
