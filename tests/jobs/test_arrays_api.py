@@ -70,8 +70,13 @@ def test_an_ended_task_gives_its_slot_to_the_next_index(api, make_node, schedule
 def test_tasks_get_their_index_and_count_in_the_assignment_on_any_node(api, make_node, schedule):
     from jobs import node_hooks
 
-    node = make_node(trust="community", public_pool=True, cpu_milli=64000, memory_bytes=64 << 30)
-    submit_array(api, 3)
+    # A community node runs jobs under its sandboxed runtime (gVisor, network "none" on this engine).
+    runtimes = [
+        {"name": "runc", "sandbox": False, "networks": ["none", "default"], "default": True},
+        {"name": "runsc", "sandbox": True, "networks": ["none"], "default": False},
+    ]
+    node = make_node(trust="community", public_pool=True, cpu_milli=64000, memory_bytes=64 << 30, runtimes=runtimes)
+    submit_array(api, 3, network="none")
     schedule()
     assignments, _ = node_hooks.poll_provider(node)
     assert sorted((a.array_index, a.array_count) for a in assignments) == [(0, 3), (1, 3), (2, 3)]
