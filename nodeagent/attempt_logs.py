@@ -11,7 +11,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from nodeagent.logship import LogCursor, LogShipper, engine_entry_bytes_at_most, engine_log_never_rotated
+from nodeagent.enginelog import LogCursor, engine_entry_bytes_at_most, engine_log_never_rotated
+from nodeagent.logship import LogShipper
 
 ROTATED = "the engine's log rotated it away before the agent read it"
 STOPPED_UNREAD = "the job was stopped while its output waited for the control plane; the rest was not read"

@@ -18,7 +18,8 @@ from pathlib import Path
 from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES, create_kwargs
-from nodeagent.disk import DEFAULT_MAX_INODES, DiskGuard, StorageQuota, VolumeAccess, remove_volumes
+from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
+from nodeagent.disk_limits import DEFAULT_MAX_INODES
 from nodeagent.images import ImageStore
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 from nodeagent.offer import ImagePolicy, load_image_policy

@@ -176,3 +176,13 @@ def test_a_restarted_agent_collects_the_outputs_of_the_container_it_adopts(make_
     ended = wait_for(lambda: plane.ended(10), "the ended report", timeout=120)
     assert ended["outputs"] == "complete"
     assert bytes(plane.stored(10)["out/result"]["data"]) == b"finished-while-the-agent-was-down\n"
+
+
+def test_an_attempt_fenced_during_its_upload_is_discarded_without_an_end(executor, plane, node, tmp_path):
+    plane.faults = ["stale"]
+    executor.handle_assignment(assignment(12, ["sh", "-c", "mkdir /out && echo x > /out/a"], **outputs()))
+    wait_for(lambda: plane.chunk_puts, "the first chunk", timeout=120)
+    wait_for(lambda: DockerRunner().find_attempt(node_name=node, attempt_id=12) is None, "the container's removal")
+    wait_for(lambda: executor.running_attempts() == [], "the executor to forget the attempt")
+    assert plane.ended(12) is None
+    assert os.listdir(tmp_path / "state" / "outputs") == []
