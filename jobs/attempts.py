@@ -130,8 +130,7 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
     else:
         outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
         extra = {"container_id": report.container_id} if report.container_id else {}
-        if report.outputs in ("truncated", "failed"):
-            output_services.note_report(job=job, attempt=attempt, report=report)
+        output_services.note_report(job=job, attempt=attempt, report=report)
         if report.gpu_stats:
             extra["gpu_stats"] = [s.model_dump(mode="json") for s in report.gpu_stats]
         end_attempt(

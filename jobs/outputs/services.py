@@ -66,7 +66,15 @@ def _describe(skips: list[protocol.OutputSkip], total: int) -> str:
 
 
 def note_report(*, job: Job, attempt: Attempt, report: protocol.AttemptReport) -> None:
-    """The agent's last word on the outputs (the `ended` report): a failed collection or upload is noted."""
+    """The agent's last word on the outputs (the `ended` report, sent after every upload): a failed collection or
+    upload is noted, and files it never finished are dropped (so they no longer count against the quota)."""
+    unfinished = list(OutputFile.objects.filter(attempt=attempt, complete=False).values_list("path", flat=True))
+    if unfinished:
+        OutputFile.objects.filter(attempt=attempt, complete=False).delete()
+        named = ", ".join(unfinished[:LISTED_IN_EVENT]) + (f" and {len(unfinished) - LISTED_IN_EVENT} more"
+                                                           if len(unfinished) > LISTED_IN_EVENT else "")  # fmt: skip
+        note_truncated(job=job, attempt=attempt, why="outputs_incomplete",
+                       message=f"{len(unfinished)} output file(s) were not uploaded in full: {named}")  # fmt: skip
     if report.outputs == "failed":
         note_truncated(job=job, attempt=attempt, why="outputs_failed",
                        message=f"outputs were not stored: {report.outputs_message or 'the upload failed'}")  # fmt: skip

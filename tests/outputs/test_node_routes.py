@@ -199,3 +199,19 @@ def test_a_manifest_of_many_small_files_is_planned_in_one_go(setup):
     again = plan(client, attempt.pk, files[:10]).json()["uploads"]  # the agent restarted with fewer: the rest go
     assert [u["file_id"] for u in again] == [u["file_id"] for u in uploads[:10]]
     assert OutputFile.objects.filter(attempt=attempt).count() == 10
+
+
+def test_the_ended_report_drops_files_never_finished_and_says_so(setup):
+    job, attempt, client = setup
+    up = plan(client, attempt.pk, [entry("out/a", b"abc"), entry("out/b", b"def")]).json()["uploads"]
+    upload(client, attempt.pk, up[0]["file_id"], b"abc")
+    put_chunk(client, attempt.pk, up[1]["file_id"], b"d", 0, 3)
+    report = {"state": "ended", "reason": "exited", "exit_code": 0, "outputs": "failed", "outputs_message": "gone"}
+    url = NODE_API + protocol.PATH_ATTEMPT_REPORT.format(attempt_id=attempt.pk)
+    assert client.post(url, report, format="json").status_code == 200
+    assert list(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["out/a"]
+    job.refresh_from_db()
+    assert job.outputs_truncated
+    messages = list(JobEvent.objects.filter(job=job, reason__startswith="outputs").values_list("message", flat=True))
+    assert "1 output file(s) were not uploaded in full: out/b" in messages
+    assert "outputs were not stored: gone" in messages
