@@ -30,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import docker  # noqa: E402
 
-from nodeagent.disk import DiskGuard, next_check_in, tree_bytes  # noqa: E402
+from nodeagent.disk import DiskGuard  # noqa: E402
+from nodeagent.disk_limits import next_check_in  # noqa: E402
+from nodeagent.disk_walk import tree_bytes  # noqa: E402
 
 IMAGE = "euler-test/busybox"
 VOLUME_IMAGE = "euler-test/busybox-volume"

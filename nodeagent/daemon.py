@@ -85,7 +85,8 @@ def build_executor(client: ControlPlaneClient, config: AgentConfig, docker_ok: b
         from nodeagent.executor import Executor
     except ImportError:
         return NullExecutor()
-    from nodeagent.egress import Egress, instance_id, names_for
+    from nodeagent.egress import Egress
+    from nodeagent.egress_plan import instance_id, names_for
 
     executor = Executor(
         client=client,

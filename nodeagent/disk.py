@@ -21,80 +21,28 @@ may take at most `DISK_GUARD_DUTY` of the guard's time (after a 2 s measurement 
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import stat
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
 
 from docker import errors as derrors
 
+from nodeagent.disk_limits import (
+    DISK_CHECK_SECONDS,
+    VolumeMount,
+    inode_message,
+    limit_message,
+    next_check_in,
+    over_limit,
+    upper_dir,
+    volume_mounts,
+)
+from nodeagent.disk_walk import DIR_FLAGS, Unmeasurable, Usage, tree_usage
+
 log = logging.getLogger("euler.nodeagent.disk")
-
-DISK_CHECK_SECONDS = 1.0  # the issue asks for at least every 2 s; a measurement itself takes a few ms
-DISK_GUARD_DUTY = 0.2  # the share of its time a guard may spend measuring: slow walks are spaced out
-# Inodes (files, directories, links) a job may create on the node: a walk stops past it, which also bounds the
-# walk's cost (about 1 s per 250,000 entries on an idle core).
-DEFAULT_MAX_INODES = 500_000
-MAX_WALK_DEPTH = 128  # directory levels below a volume's root; one open fd per level while walking
-MAX_SEEN_INODES = 100_000  # hard-linked inodes remembered per walk (counted once); past it, counted per link
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-
-
-class Unmeasurable(Exception):
-    """A volume the guard cannot measure; the job is stopped rather than left unbounded."""
-
-
-class _Over(Exception):
-    """tree_bytes: the count passed `stop_above`; no need to walk on."""
-
-
-class Usage(NamedTuple):
-    bytes: int  # allocated (st_blocks × 512)
-    inodes: int  # entries: files, directories, links, each inode once
-
-
-def inode_message(inodes: int, limit: int) -> str:
-    return (
-        f"the job created more than {limit} files and directories on the node (counted {inodes}), past the node's "
-        f"inode limit (EULER_NODE_JOB_MAX_INODES); stopped"
-    )
-
-
-def over_limit(used: int | None, limit: int) -> bool:
-    """Pure: a measured writable layer past the job's `disk_bytes` (0: not limited)."""
-    return limit > 0 and used is not None and used > limit
-
-
-def limit_message(used: int, limit: int) -> str:
-    return f"the job wrote {used} bytes on the node, past its disk_bytes of {limit}; stopped"
-
-
-def next_check_in(elapsed: float, *, interval: float = DISK_CHECK_SECONDS, duty: float = DISK_GUARD_DUTY) -> float:
-    """Pure: the wait after a measurement that took `elapsed` s, so that measuring stays within `duty`."""
-    return max(interval, elapsed * (1 - duty) / duty)
-
-
-class VolumeMount(NamedTuple):
-    destination: str  # in the container
-    source: str  # its directory on the host, under Docker's data root
-    name: str  # the volume's name (anonymous: 64 hex digits)
-
-
-def volume_mounts(attrs: dict) -> list[VolumeMount]:
-    """The volume mounts of an inspected container.
-
-    The spec builder expresses no volumes or binds, so these are the anonymous volumes of the image's VOLUMEs.
-    """
-    return [
-        VolumeMount(str(m.get("Destination") or ""), str(m["Source"]), str(m.get("Name") or ""))
-        for m in attrs.get("Mounts") or []
-        if m.get("Type") == "volume" and m.get("Source")
-    ]
 
 
 VOLUME_RELEASE_SECONDS = 10.0
@@ -129,13 +77,6 @@ def remove_volumes(api, names: Iterable[str], *, wait: float = VOLUME_RELEASE_SE
         log.info("volume %s is still in use: left in place", name[:12])
 
 
-def upper_dir(attrs: dict) -> str | None:
-    """The directory of the container's writable layer (overlay2, overlay, fuse-overlayfs), or None."""
-    driver = attrs.get("GraphDriver") or {}
-    found = (driver.get("Data") or {}).get("UpperDir")
-    return str(found) if found else None
-
-
 def container_disk(api, container_id: str) -> tuple[str | None, list[VolumeMount]] | None:
     """The writable layer's directory (None: the driver has none) and the volume mounts; None when it is gone."""
     try:
@@ -152,88 +93,6 @@ def size_rw(api, container_id: str) -> int | None:
     except derrors.NotFound:
         return None
     return int(attrs.get("SizeRw") or 0)
-
-
-def tree_bytes(root: str, *, max_depth: int = MAX_WALK_DEPTH, stop_above: int | None = None) -> int:
-    """Bytes allocated under `root`: `tree_usage(...).bytes`."""
-    return tree_usage(root, max_depth=max_depth, stop_bytes=stop_above).bytes
-
-
-def tree_usage(
-    root: str, *, max_depth: int = MAX_WALK_DEPTH, stop_bytes: int | None = None, stop_inodes: int | None = None
-) -> Usage:
-    """Bytes allocated on disk under `root` (st_blocks × 512; sparse files count what they use) and the entries
-    below it, each inode once.
-
-    Written for a tree the job controls: symlinks are never followed, other file systems are not entered,
-    and every directory is opened relative to its parent's descriptor, so no path length hides anything.
-    Entries that vanish mid-walk are skipped. With `stop_bytes` or `stop_inodes`, the walk ends as soon as a
-    count passes it (the answer is then a lower bound, enough to know the limit is crossed). Raises Unmeasurable when
-    `root` cannot be opened (the agent cannot see Docker's data root) or the tree is deeper than `max_depth`.
-    """
-    try:
-        top = os.open(root, _DIR_FLAGS)
-    except OSError as exc:
-        raise Unmeasurable(f"cannot open {root}: {exc.strerror}") from None
-    top_stat = os.fstat(top)
-    dev, total, inodes, seen = top_stat.st_dev, top_stat.st_blocks * 512, 0, set()
-
-    def scan(fd: int) -> list[str]:
-        nonlocal total, inodes
-        subdirs = []
-        with os.scandir(fd) as entries:
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
-                    if st.st_ino in seen:
-                        continue
-                    if len(seen) < MAX_SEEN_INODES:
-                        seen.add(st.st_ino)
-                total += st.st_blocks * 512
-                inodes += 1
-                if (stop_bytes is not None and total > stop_bytes) or (
-                    stop_inodes is not None and inodes > stop_inodes
-                ):
-                    raise _Over
-                if stat.S_ISDIR(st.st_mode) and st.st_dev == dev:
-                    subdirs.append(entry.name)
-        return subdirs
-
-    stack = [(top, [])]
-    try:
-        stack[0] = (top, scan(top))
-        while stack:
-            fd, pending = stack[-1]
-            if not pending:
-                os.close(fd)
-                stack.pop()
-                continue
-            name = pending.pop()
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                    continue  # renamed, removed or swapped for a symlink since the scan
-                raise
-            if os.fstat(child).st_dev != dev:
-                os.close(child)
-                continue
-            if len(stack) >= max_depth:
-                os.close(child)
-                raise Unmeasurable(f"its directories under {root} nest deeper than {max_depth} levels")
-            stack.append((child, []))  # on the stack before the scan, so that the finally closes it
-            stack[-1] = (child, scan(child))
-    except _Over:
-        pass
-    except OSError as exc:  # e.g. a directory the job made unreadable, for an agent that is not root
-        raise Unmeasurable(f"cannot read under {root}: {exc.strerror}") from None
-    finally:
-        for fd, _ in stack:
-            os.close(fd)
-    return Usage(total, inodes)
 
 
 def storage_opt_supported(api, image: str, *, name_prefix: str) -> tuple[bool, str]:
@@ -289,7 +148,7 @@ class VolumeAccess:
                 root = ""
                 try:
                     root = str(self.api.info().get("DockerRootDir") or "")
-                    os.close(os.open(os.path.join(root, "volumes"), _DIR_FLAGS))
+                    os.close(os.open(os.path.join(root, "volumes"), DIR_FLAGS))
                     self.readable = bool(root)
                 except (OSError, derrors.APIError) as exc:
                     self.readable = False

@@ -7,7 +7,7 @@ import contextlib
 import socket
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import docker
@@ -200,11 +200,14 @@ class DockerRunner:
         """Create (or find, when a container of that name already exists) and start; returns the id."""
         return self.create_attach_and_start(kwargs, attach=False)[0]
 
-    def create_attach_and_start(self, kwargs: dict, *, attach: bool = True) -> tuple[str, AttachStream | None]:
+    def create_attach_and_start(
+        self, kwargs: dict, *, attach: bool = True, before_start: Callable[[str], None] | None = None
+    ) -> tuple[str, AttachStream | None]:
         """Create (or find, when a container of that name already exists), attach, start: (id, attach stream).
 
         The attach is made before `start`, so it holds the job's output from the first byte. A container found
         already started (an agent that died mid-start) gets no attach: None, its log is read from the engine.
+        `before_start(id)` runs between the create and the start (a RunnerError from it removes the container).
         The low-level calls skip the inspect that docker-py's high-level create makes (tens of ms).
         """
         api = self.client.api
@@ -228,6 +231,14 @@ class DockerRunner:
                 stream = AttachStream(api, cid)
             except (derrors.APIError, requests.exceptions.RequestException, OSError):
                 stream = None  # the engine's log is then the only source, as after an agent restart
+        if before_start is not None:
+            try:
+                before_start(cid)
+            except RunnerError:
+                if stream is not None:
+                    stream.close()
+                self.remove(cid)
+                raise
         try:
             api.start(cid)
         except derrors.APIError as exc:

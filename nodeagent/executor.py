@@ -17,8 +17,9 @@ from pathlib import Path
 
 from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
-from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
-from nodeagent.disk import DEFAULT_MAX_INODES, DiskGuard, StorageQuota, VolumeAccess, remove_volumes
+from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES, create_kwargs
+from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
+from nodeagent.disk_limits import DEFAULT_MAX_INODES
 from nodeagent.images import ImageStore
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 from nodeagent.offer import ImagePolicy, load_image_policy
@@ -178,6 +179,16 @@ class Executor:
         if assignment.network == "default" and self.egress is not None:
             return self.egress.refuse_reason()
         return None
+
+    def container_spec(self, assignment: protocol.Assignment) -> dict:
+        """The container's create arguments: the job's hardened spec with the node's part (container_options)."""
+        return create_kwargs(
+            assignment,
+            node_name=self.node_name,
+            owner=self.owner,
+            log_max_bytes=self.container_log_bytes,
+            **self.container_options(assignment),
+        )
 
     def container_options(self, assignment: protocol.Assignment) -> dict:
         """The node's part of the container spec: the job network, where the driver has one a disk quota, and

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from types import SimpleNamespace
 
-from nodeagent.attempt_run import VANISHED, AttemptRun, classify_exit
+from nodeagent.attempt_exit import VANISHED, Exit, classify_exit, end_reason, wait_for_exit
 from nodeagent.docker_runner import ContainerState, RunnerUnavailable
 
 
@@ -51,8 +50,20 @@ class PassingHiccup:
 
 
 def test_a_passing_engine_error_while_the_container_runs_on_keeps_its_real_exit():
-    run = object.__new__(AttemptRun)
-    run.ex = SimpleNamespace(runner=PassingHiccup(), closing=threading.Event(), log=logging.getLogger("t"))
-    run.attempt_id, run._exited, run.shipper = 1, threading.Event(), SimpleNamespace(wakeup=threading.Event())
-    run._wait_exit("c")
-    assert (run._exit.code, run._exit.vanished) == (7, False)
+    end = wait_for_exit(PassingHiccup(), "c", closing=threading.Event(), log=logging.getLogger("t"), attempt_id=1)
+    assert (end.code, end.vanished) == (7, False)
+
+
+def test_the_end_reason_is_the_stop_asked_first_then_oom_then_an_unexecutable_command_else_a_plain_exit():
+    def reason(exit_, stop=None, init=""):
+        return end_reason(exit_, stop_reason=stop, stop_message="past its disk" if stop else "", init_failure=init)
+
+    oom = Exit(code=137, oom_killed=True)
+    assert reason(oom, stop="disk_limit") == ("disk_limit", "past its disk")
+    assert reason(oom) == ("oom", "")
+    assert reason(Exit(code=127), init="exec nope failed: No such file") == (
+        "start_failed",
+        "exec nope failed: No such file",
+    )
+    assert reason(Exit(code=127)) == ("exited", "")
+    assert reason(Exit(code=0)) == ("exited", "")

@@ -12,15 +12,9 @@ import docker
 import pytest
 from docker import errors as derrors
 
-from nodeagent.disk import (
-    Unmeasurable,
-    limit_message,
-    next_check_in,
-    over_limit,
-    remove_volumes,
-    tree_bytes,
-    volume_mounts,
-)
+from nodeagent.disk import remove_volumes
+from nodeagent.disk_limits import limit_message, next_check_in, over_limit, volume_mounts
+from nodeagent.disk_walk import Unmeasurable, tree_bytes
 
 from .test_executor import assignment, container_gone, make_executor, node, plane, wait_for  # noqa: F401, F811
 

@@ -18,7 +18,9 @@ import uuid
 import docker
 import pytest
 
-from nodeagent.disk import DiskGuard, inode_message, size_rw, tree_usage, upper_dir
+from nodeagent.disk import DiskGuard, size_rw
+from nodeagent.disk_limits import inode_message, upper_dir
+from nodeagent.disk_walk import tree_usage
 
 from .test_executor import assignment, make_executor, node, plane, wait_for  # noqa: F401, F811
 

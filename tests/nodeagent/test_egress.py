@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.egress import BLOCKED_V4, Egress, Step, dns_servers, instance_id, names_for, plan
+from nodeagent.egress import Egress
+from nodeagent.egress_plan import BLOCKED_V4, Step, dns_servers, instance_id, names_for, plan
 from nodeagent.offer import NetworkPolicy
 
 from .test_executor import assignment, make_executor, node, plane, wait_for  # noqa: F401, F811

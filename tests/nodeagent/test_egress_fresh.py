@@ -11,7 +11,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from nodeagent.egress import Egress, engine_event_matters, instance_id, names_for, plan, rules_intact
+from nodeagent.egress import Egress
+from nodeagent.egress_plan import engine_event_matters, instance_id, names_for, plan, rules_intact
 from nodeagent.offer import NetworkPolicy, OfferError, load_network_policy
 
 from .test_egress import LISTENER, PORT, _sh, fake_net  # noqa: F401

@@ -393,7 +393,7 @@ def test_a_cancel_stops_a_job_whose_output_waits_for_the_control_plane(make_exec
     ex = make_executor(max_spool_bytes=64 * 1024)
     ex.handle_assignment(assignment(22, ["sh", "-c", "echo first; yes"]))
     wait_for(lambda: plane.log(22).startswith("first\n"), "the first line")
-    from nodeagent.attempt_run import STOPPED_UNREAD
+    from nodeagent.attempt_logs import STOPPED_UNREAD
 
     plane.down = True  # the spool fills, the reader waits, the job's writes block (and the engine could not end it)
     wait_for(lambda: ex._runs[22].shipper.spool_full(), "the spool to fill")
@@ -426,7 +426,7 @@ def test_a_restart_mid_run_with_both_streams_resumes_each_without_gap_or_duplica
 
 
 def test_output_the_engine_rotated_away_while_the_agent_was_down_is_recorded_as_lost(make_executor, plane, monkeypatch):
-    from nodeagent.attempt_run import ROTATED
+    from nodeagent.attempt_logs import ROTATED
 
     monkeypatch.setenv("EULER_NODE_MAX_CONTAINER_LOG_BYTES", str(1024 * 1024))
     script = (
@@ -504,7 +504,7 @@ def test_an_attach_that_ends_before_the_container_hands_over_to_the_engines_log(
     script = "echo first; while [ ! -e /tmp/go ]; do sleep 0.05; done; seq 1 1000; echo err >&2"
     ex.handle_assignment(assignment(27, ["sh", "-c", script]))
     wait_for(lambda: plane.log(27) == "first\n", "the first line")
-    ex._runs[27]._stream.close()  # as if the engine dropped the attach while the job runs on
+    ex._runs[27].close_reader()  # as if the engine dropped the attach while the job runs on
     wait_for(lambda: "the attach ended before the container" in caplog.text, "the hand-over")
     touch(27, ex.owner, "/tmp/go")
     ended = wait_for(lambda: plane.ended(27), "the ended report")

@@ -279,7 +279,7 @@ def test_reading_the_log_again_from_the_start_adds_only_what_is_new_even_mid_utf
 
 
 def test_a_reopened_stream_takes_only_what_is_new_and_starts_a_little_before_the_last_frame():
-    from nodeagent.logship import LogCursor
+    from nodeagent.enginelog import LogCursor
 
     cursor = LogCursor()
     t = 1_764_500_000_000_000_000  # engine timestamps are ns since the epoch
@@ -294,7 +294,7 @@ def test_a_reopened_stream_takes_only_what_is_new_and_starts_a_little_before_the
 
 
 def test_the_entries_the_engine_resends_at_a_rotation_are_taken_once_and_so_is_the_other_streams_interleaving():
-    from nodeagent.logship import LogCursor
+    from nodeagent.enginelog import LogCursor
 
     cursor = LogCursor()
     frames = [
@@ -313,7 +313,7 @@ def test_the_entries_the_engine_resends_at_a_rotation_are_taken_once_and_so_is_t
 
 
 def test_a_reopened_stream_that_lost_the_frame_it_stopped_at_says_so():
-    from nodeagent.logship import LogCursor
+    from nodeagent.enginelog import LogCursor
 
     cursor = LogCursor()
     cursor.take(5, b"out\n", "stdout")
@@ -381,7 +381,7 @@ def test_a_recorded_gap_is_sent_with_its_offset_and_what_follows_counts_as_new(t
 
 
 def test_the_engine_log_still_holds_its_first_entry_while_it_holds_less_than_all_files_but_one():
-    from nodeagent.logship import engine_entry_bytes_at_most, engine_log_never_rotated
+    from nodeagent.enginelog import engine_entry_bytes_at_most, engine_log_never_rotated
 
     assert engine_entry_bytes_at_most(b"y\n") >= len(
         '{"log":"y\\n","stream":"stdout","time":"2026-11-30T13:23:09.123456789Z"}\n'
@@ -399,3 +399,19 @@ def test_a_refused_last_chunk_keeps_where_a_replay_resumes(tmp_path):
     s.finish()
     assert s.ship(force=True) is True and server.gaps
     assert shipper(tmp_path, server).resume_ends == {"stdout": 0, "stderr": 8}
+
+
+def test_a_wire_batch_is_a_validated_log_batch_that_names_gaps_only_when_it_has_some():
+    from nodeagent import protocol
+    from nodeagent.logbatch import as_gap, wire_batch
+
+    chunk = {"seq": 0, "offset": 0, "end": 3, "stream": "stdout", "data": "hi\n", "ends": [3, 0], "read_at": 7}
+    batch, body = wire_batch([chunk])
+    assert batch == [chunk] and body == {"chunks": [{"seq": 0, "offset": 0, "stream": "stdout", "data": "hi\n"}]}
+    gap = as_gap(chunk, "400 invalid_log_batch")
+    assert gap == {"seq": 0, "offset": 0, "end": 3, "gap": "400 invalid_log_batch", "ends": [3, 0], "read_at": 7}
+    _, body = wire_batch([gap])
+    assert body == {"chunks": [], "gaps": [{"seq": 0, "offset": 0, "bytes": 3, "reason": "400 invalid_log_batch"}]}
+    with pytest.raises(ValueError):  # pydantic's ValidationError: a bad entry never reaches the wire
+        wire_batch([{**chunk, "stream": "stdin"}])
+    assert protocol.LogBatch.model_validate(body).gaps[0].bytes == 3
