@@ -85,7 +85,7 @@ def start_moto(tmp: Path) -> tuple[subprocess.Popen, str]:
 
 def boot(tmp: Path, env: dict):
     os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("EULER_DATA_DIR", str(tmp / "data"))
     import django
 

@@ -1,4 +1,4 @@
-"""Settings of the jobs app, read from the environment (merged into euler.settings)."""
+"""Settings of the jobs app, read from the environment (merged into config.settings)."""
 
 import re
 from datetime import timedelta
@@ -45,6 +45,6 @@ BEAT_SCHEDULE: dict = {
     "jobs-enforce-budgets": {"task": "jobs.tasks.enforce_budgets", "schedule": timedelta(seconds=15)},
 }
 
-# Job outputs' own settings (jobs/outputs/conf.py), merged here so that euler.settings reads one module per app.
+# Job outputs' own settings (jobs/outputs/conf.py), merged here so that config.settings reads one module per app.
 globals().update({k: v for k, v in vars(_outputs_conf).items() if k.startswith("EULER_")})
 BEAT_SCHEDULE.update(_outputs_conf.BEAT_SCHEDULE)

@@ -1,4 +1,4 @@
-"""Settings of job outputs, read from the environment (merged into euler.settings through jobs.conf).
+"""Settings of job outputs, read from the environment (merged into config.settings through jobs.conf).
 
 Files go through Django's storage API: a FileSystemStorage under EULER_OUTPUTS_DIR by default, an S3-compatible
 bucket (django-storages) when EULER_OUTPUTS_BUCKET is set. With a bucket, nodes upload and download with
