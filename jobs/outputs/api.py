@@ -13,9 +13,9 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import request_project
 from jobs.outputs import rules, selectors, store, streaming
 from quotas.access import member
+from quotas.api.base import request_project
 
 BINARY = OpenApiResponse(OpenApiTypes.BINARY, description="the file's bytes")
 

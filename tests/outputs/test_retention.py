@@ -46,7 +46,7 @@ def test_zero_keeps_them(project, settings):
 
 def test_job_retention_removes_the_files_with_the_job(project, settings, outputs_store,
                                                       django_capture_on_commit_callbacks):  # fmt: skip
-    from euler.retention import purge_jobs
+    from jobs.retention import purge_jobs
 
     row = stored(_job(project, ended_days_ago=40), "out/a", b"a")
     with django_capture_on_commit_callbacks(execute=True):
