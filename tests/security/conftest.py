@@ -26,7 +26,61 @@ def loopback_agents(settings):
 
 
 @pytest.fixture
-def alpha(project, api, make_user, loopback_agents):
+def loopback_webhooks(settings):
+    settings.EULER_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+
+
+@pytest.fixture
+def outputs_store(settings, tmp_path):
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "outputs": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "outputs")},
+        },
+    }
+    settings.EULER_OUTPUTS_BUCKET = ""
+
+
+def _stored_output(attempt, path: str, data: bytes):
+    """A complete output file of the attempt's job, as the node's upload leaves it (tests/outputs does the same)."""
+    import hashlib
+
+    from jobs.outputs import store
+    from jobs.outputs.models import OutputFile
+
+    key = f"jobs/{attempt.job_id}/{attempt.pk}/{hashlib.sha1(path.encode()).hexdigest()}"
+    store.append(key, 0, data)
+    return OutputFile.objects.create(job_id=attempt.job_id, attempt=attempt, project_id=attempt.job.project_id,
+                                     path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                                     storage_key=key, received=len(data), complete=True,
+                                     completed_at=timezone.now())  # fmt: skip
+
+
+def _workflows(api, project, job):
+    """An array of 3 tasks waiting on `job`, a schedule `chat` with one run, a webhook with one delivery."""
+    from workflows.models import Delivery, RunOutcome, ScheduleRun
+
+    body = {"name": "sweep", "image": "euler-test/busybox", "command": ["echo", "hi"], "cpu_milli": 100,
+            "memory_bytes": 64 << 20, "timeout_seconds": 60}  # fmt: skip
+    r = api.post("/api/v1/jobs", {**body, "array": {"count": 3}, "depends_on": [{"job": job.pk}]}, format="json")
+    assert r.status_code == 201, r.json()
+    array_id = r.json()["id"]
+    r = api.post("/api/v1/schedules", {"name": "chat", "cron": "0 3 * * *", "job": body}, format="json")
+    assert r.status_code == 201, r.json()
+    schedule_id = r.json()["id"]
+    ScheduleRun.objects.create(schedule_id=schedule_id, tick=timezone.now(), job=job, outcome=RunOutcome.SUBMITTED)
+    r = api.post("/api/v1/webhooks", {"url": "http://127.0.0.1:9/hook", "events": ["job.ended"]}, format="json")
+    assert r.status_code == 201, r.json()
+    hook_id = r.json()["id"]
+    delivery = Delivery.objects.create(hook_id=hook_id, key="event:1", event_type="job.ended",
+                                       payload={"job": job.pk, "secret": JOB_ENV_VALUE},
+                                       next_attempt_at=timezone.now())  # fmt: skip
+    return {"array_id": array_id, "hook_id": hook_id, "delivery_id": delivery.pk}
+
+
+@pytest.fixture
+def alpha(project, api, make_user, loopback_agents, loopback_webhooks, outputs_store):
     """One of everything in project alpha, made through the same services the API uses."""
     from jobs.models import Attempt, Job, LogChunk
     from nodes.services import enrollment_token_create
@@ -61,6 +115,7 @@ def alpha(project, api, make_user, loopback_agents):
         cpu_milli=100,
         memory_bytes=64 << 20,
         timeout_seconds=60,
+        outputs={"paths": ["/out"], "max_bytes": 1 << 30},
         state="running",
         queued_at=timezone.now(),
     )
@@ -70,7 +125,12 @@ def alpha(project, api, make_user, loopback_agents):
     job.current_attempt = attempt
     job.save(update_fields=["current_attempt"])
     LogChunk.objects.create(attempt=attempt, seq=0, offset=0, stream="stdout", data="secret log line\n")
+    # Named like the agent's invoke path, so `<path:path>` reaches a real file.
+    output = _stored_output(attempt, "v1/chat", b"secret output bytes\n")
     return {
+        **_workflows(api, project, job),
+        "file_id": output.pk,
+        "output_id": output.pk,
         "key_id": key.pk,
         "token_id": token.pk,
         "node_id": node.pk,

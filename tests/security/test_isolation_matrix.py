@@ -41,6 +41,18 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
     "api/v1/agents/<str:name>/stats": (API, [("get", None)]),
     "api/v1/agents/<str:name>/invoke": (API, [("get", None), ("post", {"q": 1})]),
     "api/v1/agents/<str:name>/invoke/<path:path>": (API, [("get", None), ("post", {"q": 1}), ("delete", None)]),
+    "api/v1/arrays/<id:array_id>": (API, [("get", None)]),
+    "api/v1/arrays/<id:array_id>/tasks": (API, [("get", None)]),
+    "api/v1/arrays/<id:array_id>/cancel": (API, [("post", {}), ("post", {"index": 0})]),
+    "api/v1/arrays/<id:array_id>/retry": (API, [("post", {}), ("post", {"index": 0})]),
+    "api/v1/jobs/<id:job_id>/outputs": (API, [("get", None)]),
+    "api/v1/jobs/<id:job_id>/outputs.tar": (API, [("get", None)]),
+    "api/v1/jobs/<id:job_id>/outputs/<path:path>": (API, [("get", None), ("head", None)]),
+    "api/v1/schedules/<str:name>": (API, [("get", None), ("patch", {"enabled": False}), ("delete", None)]),
+    "api/v1/schedules/<str:name>/runs": (API, [("get", None)]),
+    "api/v1/webhooks/<id:hook_id>": (API, [("get", None), ("delete", None)]),
+    "api/v1/webhooks/<id:hook_id>/deliveries": (API, [("get", None)]),
+    "api/v1/webhooks/<id:hook_id>/deliveries/<id:delivery_id>/redeliver": (API, [("post", {})]),
     # Node protocol: another node's report on alpha's attempt is fenced (409 stale_attempt, "stop it").
     "node-api/v1/attempts/<id:attempt_id>/report": (
         NODE,
@@ -50,6 +62,13 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
         NODE,
         [("post", {"chunks": [{"seq": 5, "offset": 0, "stream": "stdout", "data": "forged\n"}]})],
     ),
+    "node-api/v1/attempts/<id:attempt_id>/outputs": (
+        NODE,
+        [("post", {"files": [{"path": "v1/chat", "size": 6, "sha256": "0" * 64}]})],
+    ),
+    "node-api/v1/attempts/<id:attempt_id>/outputs/<id:file_id>": (NODE, [("get", None), ("put", {})]),
+    "node-api/v1/attempts/<id:attempt_id>/outputs/<id:file_id>/done": (NODE, [("post", {})]),
+    "node-api/v1/attempts/<id:attempt_id>/inputs/<id:output_id>": (NODE, [("get", None)]),
     "keys/<id:key_id>/revoke/": (CONSOLE, [("post", {})]),
     "members/invitations/<id:invitation_id>/revoke/": (CONSOLE, [("post", {})]),
     "members/<id:user_id>/role/": (CONSOLE, [("post", PATCH_ROLE)]),
@@ -57,6 +76,15 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
     "jobs/<id:job_id>/": (CONSOLE, [("get", None)]),
     "jobs/<id:job_id>/cancel/": (CONSOLE, [("post", {})]),
     "jobs/<id:job_id>/retry/": (CONSOLE, [("post", {})]),
+    "arrays/<id:array_id>/": (CONSOLE, [("get", None)]),
+    "arrays/<id:array_id>/cancel/": (CONSOLE, [("post", {})]),
+    "arrays/<id:array_id>/retry/": (CONSOLE, [("post", {})]),
+    "schedules/<str:name>/": (CONSOLE, [("get", None)]),
+    "schedules/<str:name>/switch/": (CONSOLE, [("post", {"enabled": "0"})]),
+    "schedules/<str:name>/delete/": (CONSOLE, [("post", {})]),
+    "webhooks/<id:hook_id>/": (CONSOLE, [("get", None)]),
+    "webhooks/<id:hook_id>/delete/": (CONSOLE, [("post", {})]),
+    "webhooks/<id:hook_id>/deliveries/<id:delivery_id>/redeliver/": (CONSOLE, [("post", {})]),
     "agents/<str:name>/": (CONSOLE, [("get", None)]),
     "ws/jobs/<id:job_id>/logs/": (WS, [("connect", None)]),
 }
@@ -83,10 +111,15 @@ def url(route: str, ids: dict) -> str:
 
 def snapshot(project) -> dict:
     """Every row of alpha's that an attack could change, field by field."""
+    from django.db.models import Q
+
     from agents.models import Agent, AgentInstance
     from jobs.models import Attempt, Job, JobEvent, LogChunk
+    from jobs.outputs.models import OutputFile
+    from jobs.workflow_models import Dependency, JobArray
     from nodes.models import EnrollmentToken, Node
     from quotas.models import ApiKey, Invitation, Membership
+    from workflows.models import Delivery, DeliveryTry, Schedule, ScheduleRun, Webhook
 
     rows = {
         "jobs": Job.objects.filter(project=project),
@@ -100,6 +133,14 @@ def snapshot(project) -> dict:
         "instances": AgentInstance.objects.filter(agent__project=project),
         "invitations": Invitation.objects.filter(project=project),
         "members": Membership.objects.filter(project=project),
+        "arrays": JobArray.objects.filter(project=project),
+        "dependencies": Dependency.objects.filter(Q(job__project=project) | Q(array__project=project)),
+        "outputs": OutputFile.objects.filter(project=project),
+        "schedules": Schedule.objects.filter(project=project),
+        "schedule_runs": ScheduleRun.objects.filter(schedule__project=project),
+        "webhooks": Webhook.objects.filter(project=project),
+        "deliveries": Delivery.objects.filter(hook__project=project),
+        "delivery_tries": DeliveryTry.objects.filter(delivery__hook__project=project),
     }
     return {name: sorted(map(repr, qs.order_by("pk").values())) for name, qs in rows.items()}
 
