@@ -111,8 +111,7 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
     else:
         outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
         extra = {"container_id": report.container_id} if report.container_id else {}
-        if report.outputs in ("truncated", "failed"):
-            output_services.note_report(job=job, attempt=attempt, report=report)
+        output_services.note_report(job=job, attempt=attempt, report=report)
         end_attempt(
             attempt.pk,
             job.pk,

@@ -10,6 +10,7 @@ from urllib.parse import quote
 from django.http import JsonResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -18,6 +19,23 @@ from quotas.access import member
 from quotas.api.base import request_project
 
 BINARY = OpenApiResponse(OpenApiTypes.BINARY, description="the file's bytes")
+
+
+class OutputFileOut(serializers.Serializer):
+    path = serializers.CharField()
+    size = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    attempt = serializers.IntegerField(allow_null=True)
+
+
+class OutputsOut(serializers.Serializer):
+    job = serializers.IntegerField()
+    declared = serializers.JSONField(allow_null=True)
+    outputs_truncated = serializers.BooleanField()
+    outputs_reason = serializers.CharField(allow_blank=True)
+    total_bytes = serializers.IntegerField()
+    files = OutputFileOut(many=True)
 
 
 def _disposition(name: str) -> str:
@@ -36,7 +54,7 @@ class _Download(APIView):
 class JobOutputsView(APIView):
     access = {"get": member()}
 
-    @extend_schema(operation_id="jobs_outputs_list", responses={200: OpenApiResponse(description="the job's outputs")})
+    @extend_schema(operation_id="jobs_outputs_list", responses={200: OutputsOut})
     def get(self, request, job_id: int):
         job = selectors.project_job(project=request_project(request), job_id=job_id)
         files = [
@@ -49,14 +67,14 @@ class JobOutputsView(APIView):
             }  # fmt: skip
             for f in selectors.job_files(job=job)
         ]
-        return Response({
+        return Response(OutputsOut({
             "job": job.pk,
             "declared": job.outputs,
             "outputs_truncated": job.outputs_truncated,
             "outputs_reason": job.outputs_reason,
             "total_bytes": sum(f["size"] for f in files),
             "files": files,
-        })  # fmt: skip
+        }).data)  # fmt: skip
 
 
 class JobOutputFileView(_Download):

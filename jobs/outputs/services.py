@@ -66,7 +66,15 @@ def _describe(skips: list[protocol.OutputSkip], total: int) -> str:
 
 
 def note_report(*, job: Job, attempt: Attempt, report: protocol.AttemptReport) -> None:
-    """The agent's last word on the outputs (the `ended` report): a failed collection or upload is noted."""
+    """The agent's last word on the outputs (the `ended` report, sent after every upload): a failed collection or
+    upload is noted, and files it never finished are dropped (so they no longer count against the quota)."""
+    unfinished = list(OutputFile.objects.filter(attempt=attempt, complete=False).values_list("path", flat=True))
+    if unfinished:
+        OutputFile.objects.filter(attempt=attempt, complete=False).delete()
+        named = ", ".join(unfinished[:LISTED_IN_EVENT]) + (f" and {len(unfinished) - LISTED_IN_EVENT} more"
+                                                           if len(unfinished) > LISTED_IN_EVENT else "")  # fmt: skip
+        note_truncated(job=job, attempt=attempt, why="outputs_incomplete",
+                       message=f"{len(unfinished)} output file(s) were not uploaded in full: {named}")  # fmt: skip
     if report.outputs == "failed":
         note_truncated(job=job, attempt=attempt, why="outputs_failed",
                        message=f"outputs were not stored: {report.outputs_message or 'the upload failed'}")  # fmt: skip
@@ -97,13 +105,13 @@ def _upload(row: OutputFile) -> protocol.OutputUpload:
 
 
 def _new_row(job: Job, attempt: Attempt, f: protocol.OutputFile) -> OutputFile:
+    """An unsaved row for a newly accepted file; an empty file is stored at once (nothing to send)."""
     key = f"jobs/{job.pk}/{attempt.pk}/{uuid.uuid4().hex}"
     row = OutputFile(job=job, attempt=attempt, project_id=job.project_id, path=f.path, size=f.size, sha256=f.sha256,
                      storage_key=key)  # fmt: skip
-    if f.size == 0 and f.sha256 == EMPTY_SHA256:  # nothing to send: stored now
+    if f.size == 0 and f.sha256 == EMPTY_SHA256:
         store.storage().save(key, ContentFile(b""))
         row.complete, row.completed_at = True, timezone.now()
-    row.save()
     return row
 
 
@@ -116,20 +124,16 @@ def plan_manifest(*, node, attempt_id: int, manifest: protocol.OutputManifest) -
     job = Job.objects.select_for_update().defer("env").get(pk=attempt.job_id)
     if not job.outputs:
         raise InvalidInput("This job declared no outputs.", code="no_outputs_declared")
-    for old in OutputFile.objects.filter(job=job).exclude(attempt=attempt):
-        old.delete()
+    OutputFile.objects.filter(job=job).exclude(attempt=attempt).delete()  # each row's file goes on commit
     decision = rules.plan(list(manifest.files), job_cap=job.outputs["max_bytes"], quota_left=_quota_left(job, attempt))
     wanted = {f.path: f for f in decision.accepted}
-    uploads = []
-    for row in OutputFile.objects.filter(attempt=attempt):
-        f = wanted.get(row.path)
-        if f is None or (f.size, f.sha256) != (row.size, row.sha256):
-            row.delete()  # no longer in the manifest, or another file now: its bytes go
     held = {row.path: row for row in OutputFile.objects.filter(attempt=attempt)}
-    for f in decision.accepted:
-        row = held.get(f.path) or _new_row(job, attempt, f)
-        if not row.complete:
-            uploads.append(_upload(row))
+    stale = [row.pk for path, row in held.items() if (row.size, row.sha256) != _facts(wanted.get(path))]
+    OutputFile.objects.filter(pk__in=stale).delete()  # no longer in the manifest, or another file now
+    held = {path: row for path, row in held.items() if row.pk not in set(stale)}
+    fresh = [_new_row(job, attempt, f) for f in decision.accepted if f.path not in held]
+    held.update((row.path, row) for row in OutputFile.objects.bulk_create(fresh, batch_size=1000))
+    uploads = [_upload(held[f.path]) for f in decision.accepted if not held[f.path].complete]
     skipped = [*manifest.skipped, *decision.refused]
     total = manifest.skipped_total + len(decision.refused) if manifest.skipped_total else len(skipped)
     if manifest.error:
@@ -139,6 +143,10 @@ def plan_manifest(*, node, attempt_id: int, manifest: protocol.OutputManifest) -
     if skipped:
         note_truncated(job=job, attempt=attempt, why=_why(skipped), message=_describe(skipped, total))
     return protocol.OutputsPlan(uploads=uploads, refused=list(decision.refused))
+
+
+def _facts(f: protocol.OutputFile | None) -> tuple[int, str] | None:
+    return None if f is None else (f.size, f.sha256)
 
 
 def _why(skips: list[protocol.OutputSkip]) -> str:

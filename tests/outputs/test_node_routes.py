@@ -186,3 +186,32 @@ def test_an_input_is_served_only_to_the_node_holding_a_job_that_names_it(project
     # The producer's own attempt does not name it as an input; another node does not hold the consumer's attempt.
     assert client.get(NODE_API + protocol.PATH_INPUT_FILE.format(attempt_id=pa.pk, output_id=fid)).status_code == 404
     assert node_api(other_node_and_credential[1]).get(url).status_code == 409
+
+
+def test_a_manifest_of_many_small_files_is_planned_in_one_go(setup):
+    job, attempt, client = setup
+    files = [entry(f"out/shard-{i:05}", str(i).encode()) for i in range(3000)]
+    reply = plan(client, attempt.pk, files)
+    assert reply.status_code == 200
+    uploads = reply.json()["uploads"]
+    assert [u["path"] for u in uploads] == [f["path"] for f in files]
+    assert len({u["file_id"] for u in uploads}) == 3000
+    again = plan(client, attempt.pk, files[:10]).json()["uploads"]  # the agent restarted with fewer: the rest go
+    assert [u["file_id"] for u in again] == [u["file_id"] for u in uploads[:10]]
+    assert OutputFile.objects.filter(attempt=attempt).count() == 10
+
+
+def test_the_ended_report_drops_files_never_finished_and_says_so(setup):
+    job, attempt, client = setup
+    up = plan(client, attempt.pk, [entry("out/a", b"abc"), entry("out/b", b"def")]).json()["uploads"]
+    upload(client, attempt.pk, up[0]["file_id"], b"abc")
+    put_chunk(client, attempt.pk, up[1]["file_id"], b"d", 0, 3)
+    report = {"state": "ended", "reason": "exited", "exit_code": 0, "outputs": "failed", "outputs_message": "gone"}
+    url = NODE_API + protocol.PATH_ATTEMPT_REPORT.format(attempt_id=attempt.pk)
+    assert client.post(url, report, format="json").status_code == 200
+    assert list(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["out/a"]
+    job.refresh_from_db()
+    assert job.outputs_truncated
+    messages = list(JobEvent.objects.filter(job=job, reason__startswith="outputs").values_list("message", flat=True))
+    assert "1 output file(s) were not uploaded in full: out/b" in messages
+    assert "outputs were not stored: gone" in messages
