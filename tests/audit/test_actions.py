@@ -167,6 +167,8 @@ def test_quota_changed_by_command_and_admin(project, make_user, client):
         "invocations": quota.invocations,
         "max_concurrent_jobs": 3,
         "max_api_keys": quota.max_api_keys,
+        "output_bytes": quota.output_bytes,
+        "initial-output_bytes": quota.output_bytes,  # a callable default: the admin posts its initial value too
     }
     response = client.post(f"/admin/quotas/quota/{quota.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:2000]
@@ -283,6 +285,8 @@ def test_quota_changed_in_the_projects_admin_page(project, owner, make_user, cli
         "quota-0-invocations": 7,
         "quota-0-max_concurrent_jobs": quota.max_concurrent_jobs,
         "quota-0-max_api_keys": quota.max_api_keys,
+        "quota-0-output_bytes": quota.output_bytes,
+        "initial-quota-0-output_bytes": quota.output_bytes,
         "memberships-TOTAL_FORMS": "1",
         "memberships-INITIAL_FORMS": "1",
         "memberships-MIN_NUM_FORMS": "0",
