@@ -33,4 +33,4 @@ USER euler
 EXPOSE 8000
 # exec form: the server is PID 1 and gets the stop signal itself. Proxy headers (client address, scheme) are
 # taken from FORWARDED_ALLOW_IPS only (uvicorn's variable; the compose file: the TLS front's network).
-CMD ["python", "-m", "uvicorn", "euler.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-access-log", "--loop", "uvloop", "--http", "httptools", "--proxy-headers"]
+CMD ["python", "-m", "uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-access-log", "--loop", "uvloop", "--http", "httptools", "--proxy-headers"]

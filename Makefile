@@ -19,7 +19,7 @@ $(CLIENT_STAMP): $(STAMP) client/pyproject.toml
 	@touch $(CLIENT_STAMP)
 
 up: $(STAMP) $(CLIENT_STAMP)
-	$(PY) -m euler.up
+	$(PY) -m config.up
 
 test: $(STAMP) $(CLIENT_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

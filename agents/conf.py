@@ -1,4 +1,4 @@
-"""Settings of the agents app, read from the environment (merged into euler.settings)."""
+"""Settings of the agents app, read from the environment (merged into config.settings)."""
 
 from django.core.exceptions import ImproperlyConfigured
 

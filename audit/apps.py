@@ -7,3 +7,7 @@ class AuditConfig(AppConfig):
 
     def ready(self) -> None:
         from audit import receivers  # noqa: F401 - connects the login signals
+        from audit.retention import purge_audit_events
+        from euler import retention
+
+        retention.register("audit_events", days_setting="EULER_AUDIT_RETENTION_DAYS", purge=purge_audit_events)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 def setup(data_dir: str) -> None:
     os.environ.setdefault("EULER_DATA_DIR", data_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DJANGO_DEBUG", "true")
     import django
 

@@ -56,7 +56,7 @@ class RssSampler(threading.Thread):
 
 
 def boot(tmp: Path, env: dict):
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("EULER_DATA_DIR", str(tmp / "data"))
     os.environ.setdefault("DJANGO_DEBUG", "true")
     os.environ["EULER_AGENT_ALLOWED_NETWORKS"] = "127.0.0.0/8"  # the bad agents live on loopback

@@ -231,7 +231,7 @@ def start_server(kind: str, port: int, env: dict) -> subprocess.Popen:
             PY,
             "-m",
             "uvicorn",
-            "euler.asgi:application",
+            "config.asgi:application",
             "--host",
             "127.0.0.1",
             "--port",
@@ -243,7 +243,7 @@ def start_server(kind: str, port: int, env: dict) -> subprocess.Popen:
             "off",
         ]
     else:
-        cmd = [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--verbosity", "0", "euler.asgi:application"]
+        cmd = [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--verbosity", "0", "config.asgi:application"]
     return subprocess.Popen(cmd, cwd=ROOT, env=env)
 
 

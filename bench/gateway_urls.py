@@ -4,8 +4,8 @@ from django.http import HttpResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
-from euler.urls import handler404, handler500  # noqa: F401
-from euler.urls import urlpatterns as euler_urlpatterns
+from config.urls import handler404, handler500  # noqa: F401
+from config.urls import urlpatterns as euler_urlpatterns
 
 
 @csrf_exempt

@@ -32,7 +32,7 @@ PREFIX = "bench-"
 
 
 def setup_django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()
@@ -212,7 +212,7 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p / 100 * len(values)))]
 
 
-def start_server(workers: int, app: str = "euler.asgi:application") -> tuple[subprocess.Popen, str]:
+def start_server(workers: int, app: str = "config.asgi:application") -> tuple[subprocess.Popen, str]:
     import socket
 
     with socket.socket() as s:
@@ -262,7 +262,7 @@ def main() -> int:
     try:
         url = args.url
         if url is None:
-            app = "bench.heartbeats_nohooks_asgi:application" if args.no_hooks else "euler.asgi:application"
+            app = "bench.heartbeats_nohooks_asgi:application" if args.no_hooks else "config.asgi:application"
             proc, url = start_server(args.workers, app)
         if args.warm_up:
             asyncio.run(warm_up(url, creds, args.warm_up))

@@ -1,7 +1,7 @@
 """The Euler ASGI app without the other apps' heartbeat hooks: `bench/heartbeats.py --no-hooks` measures
 the nodes app's own heartbeat path with it."""
 
-from euler.asgi import application as _application
+from config.asgi import application as _application
 from nodes import channel
 
 channel._heartbeat_hooks.clear()

@@ -28,7 +28,7 @@ IMAGE = "euler-test/busybox"
 
 def boot(tmp: Path, env: dict | None = None):
     """Django on a fresh database, the platform processes, one approved agent. Returns (platform, http, node)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("EULER_DATA_DIR", str(tmp / "data"))
     os.environ.setdefault("DJANGO_DEBUG", "true")
     import logging

@@ -605,7 +605,7 @@ def main() -> int:
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="euler-sim-") as tmp:
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         os.environ.setdefault("EULER_DATA_DIR", str(Path(tmp) / "data"))
         os.environ.setdefault("DJANGO_DEBUG", "true")
         import logging

@@ -269,7 +269,7 @@ def _reservation_run(reserve_after, *, n_nodes: int = 100, tick: float = 5.0, ho
 
 
 def bench_db(n_nodes: int, n_jobs: int) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("EULER_SCHEDULER_HANDOVER_WINDOW", "0")  # the pass's own cost: no web tier to pace for
     import django
     from django.conf import settings

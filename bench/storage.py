@@ -153,7 +153,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--log-mib", type=int, default=16, help="MiB of text log per chunk size measured")
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

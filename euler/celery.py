@@ -4,7 +4,7 @@ import os
 
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("euler", task_cls="euler.celerytask:EulerTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -44,7 +44,7 @@ def policies(*, health_deadline: float) -> dict[str, TaskPolicy]:
         "agents.tasks.run_health_checks": TaskPolicy(HEALTH, health_soft, health_soft + 10.0),
         "jobs.tasks.enforce_budgets": TaskPolicy(MAINTENANCE, 50.0, 60.0),
         "quotas.flush_invocations": TaskPolicy(MAINTENANCE, 25.0, 30.0),
-        "euler.tasks.compact_logs": TaskPolicy(MAINTENANCE, 50.0, 60.0),
+        "jobs.tasks.compact_logs": TaskPolicy(MAINTENANCE, 50.0, 60.0),
         "gateway.tasks.prune_invocations": TaskPolicy(MAINTENANCE, 900.0, 960.0),
         "euler.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),
     }

@@ -1,4 +1,4 @@
-"""Celery tasks of the project as a whole (not of one app)."""
+"""Celery tasks of the project as a whole (not of one app): retention over what the apps registered."""
 
 from __future__ import annotations
 
@@ -10,10 +10,3 @@ def purge_expired() -> None:
     from euler import retention
 
     retention.purge_expired()
-
-
-@shared_task(name="euler.tasks.compact_logs", ignore_result=True)
-def compact_logs() -> None:
-    from jobs import logstore
-
-    logstore.compact_ended()

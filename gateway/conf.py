@@ -1,4 +1,4 @@
-"""Settings of the gateway app, read from the environment (merged into euler.settings)."""
+"""Settings of the gateway app, read from the environment (merged into config.settings)."""
 
 from euler.env import env_float, env_int
 

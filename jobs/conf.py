@@ -1,4 +1,4 @@
-"""Settings of the jobs app, read from the environment (merged into euler.settings)."""
+"""Settings of the jobs app, read from the environment (merged into config.settings)."""
 
 import re
 from datetime import timedelta

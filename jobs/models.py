@@ -58,7 +58,7 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["project", "-created_at"], name="job_project_newest"),
             models.Index(fields=["state", "queued_at"], name="job_state_queued"),
-            # Retention walks ended jobs oldest first (euler/retention.py): only ended rows are indexed.
+            # Retention walks ended jobs oldest first (jobs/retention.py): only ended rows are indexed.
             models.Index(fields=["ended_at", "id"], name="job_ended", condition=models.Q(ended_at__isnull=False)),
         ]
 

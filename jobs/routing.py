@@ -1,4 +1,4 @@
-"""Websocket routes of the jobs app (collected by euler/routing.py)."""
+"""Websocket routes of the jobs app (collected by config/routing.py)."""
 
 from django.urls import path
 

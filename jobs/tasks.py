@@ -32,3 +32,10 @@ def sweep() -> None:
 def enforce_budgets() -> None:
     """Accrue running attempts' usage and stop the jobs of projects past their CPU/GPU budget."""
     budgets.enforce_budgets()
+
+
+@shared_task(name="jobs.tasks.compact_logs", ignore_result=True)
+def compact_logs() -> None:
+    from jobs import logstore
+
+    logstore.compact_ended()

@@ -1,4 +1,4 @@
-"""Settings of the nodes app, read from the environment (merged into euler.settings)."""
+"""Settings of the nodes app, read from the environment (merged into config.settings)."""
 
 from euler.env import env_bool, env_float, env_int, env_list, env_str  # noqa: F401
 

@@ -1,7 +1,7 @@
 """Who may do what: each route declares, next to itself, the role each HTTP method needs.
 
-The declaration is read three ways: by `euler.api.HasProject` (enforcement, DRF views), by
-`euler.api.require_role` (the few views that authenticate themselves), and by `permission_table`
+The declaration is read three ways: by `quotas.api.base.HasProject` (enforcement, DRF views), by
+`quotas.api.base.require_role` (the few views that authenticate themselves), and by `permission_table`
 (the table in docs/api.md, written by `manage.py permtable`). One source, so they cannot drift.
 
     class MemberDetailView(APIView):

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from agents.models import Agent, AgentInstance
-from euler.api import StrictSerializer
+from quotas.api.base import StrictSerializer
 
 
 class InstanceIn(StrictSerializer):

@@ -7,8 +7,8 @@ from rest_framework.views import APIView
 from agents import services
 from agents.api.serializers import AgentCreateIn, AgentOut, AgentPatchIn, InstanceIn, InstanceOut, InstancePatchIn
 from agents.models import Agent, AgentInstance
-from euler.api import Pagination, paginated, request_project
 from quotas.access import member, owner
+from quotas.api.base import Pagination, paginated, request_project
 
 # Where the owner's upstream credentials go is the owner's choice: a member may run an agent, not aim it.
 SECRET_ROUTING = ("auth_header_name", "auth_header_value")

@@ -5,8 +5,8 @@ from rest_framework.views import APIView
 
 from audit import selectors
 from audit.api.serializers import AuditEventOut, AuditQueryIn
-from euler.api import Pagination, paginated, request_project
 from quotas.access import owner
+from quotas.api.base import Pagination, paginated, request_project
 
 
 class AuditListView(APIView):

@@ -5,10 +5,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.services import get_agent
-from euler.api import request_project
 from euler.errors import InvalidInput
 from gateway.stats import WINDOWS, agent_stats
 from quotas.access import member
+from quotas.api.base import request_project
 
 
 class AgentStatsView(APIView):

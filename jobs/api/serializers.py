@@ -6,10 +6,10 @@ from drf_spectacular.drainage import set_override
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
-from euler.api import StrictSerializer
 from euler.errors import InvalidInput
 from jobs import validation
 from jobs.models import Attempt, Job, JobEvent
+from quotas.api.base import StrictSerializer
 
 
 class Checked(serializers.Field):

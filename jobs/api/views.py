@@ -7,10 +7,10 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, paginated, request_project
 from jobs import selectors, services
 from jobs.api.serializers import JobCreateSerializer, JobDetailSerializer, JobSerializer
 from quotas.access import member
+from quotas.api.base import Pagination, paginated, request_project
 
 
 def _user(request):

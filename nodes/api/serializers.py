@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
-from euler.api import StrictSerializer
 from nodes.models import EnrollmentToken, Node, TrustLevel
+from quotas.api.base import StrictSerializer
 
 
 class EnrollmentTokenCreateIn(StrictSerializer):

@@ -3,7 +3,6 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, paginated, request_project
 from euler.errors import NotFound
 from nodes import selectors, services
 from nodes.api.serializers import (
@@ -15,6 +14,7 @@ from nodes.api.serializers import (
 )
 from nodes.liveness import live_last_seen
 from quotas.access import member
+from quotas.api.base import Pagination, paginated, request_project
 
 
 def _user(request):

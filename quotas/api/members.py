@@ -7,9 +7,9 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, paginated, request_project, request_user
 from quotas import invitations, members
 from quotas.access import member, owner
+from quotas.api.base import Pagination, paginated, request_project, request_user
 from quotas.api.serializers import (
     InvitationCreatedOut,
     InvitationCreateIn,

@@ -1,7 +1,7 @@
 from django.utils import timezone
 from rest_framework import serializers
 
-from euler.api import StrictSerializer
+from quotas.api.base import StrictSerializer
 from quotas.models import ApiKey, Invitation, Role
 
 

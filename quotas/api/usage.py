@@ -9,9 +9,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import request_project
 from euler.errors import InvalidInput
 from quotas.access import member
+from quotas.api.base import request_project
 from quotas.api.serializers import FairShareOut
 from quotas.models import UsageEntry
 from quotas.selectors import fair_share

@@ -3,9 +3,9 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.api import Pagination, paginated, request_project, request_role, request_user
 from quotas import selectors, services
 from quotas.access import member
+from quotas.api.base import Pagination, paginated, request_project, request_role, request_user
 from quotas.api.serializers import ApiKeyCreatedOut, ApiKeyCreateIn, ApiKeyOut, ProjectOut
 from quotas.models import ApiKey
 

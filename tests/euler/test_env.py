@@ -53,7 +53,7 @@ def test_settings_refuse_production_without_a_secret_key(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in {"DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY_FILE"}}
-    env.update(DJANGO_DEBUG="false", EULER_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="euler.settings")
+    env.update(DJANGO_DEBUG="false", EULER_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="config.settings")
     out = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True, text=True
     )

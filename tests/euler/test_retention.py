@@ -11,6 +11,7 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from euler import retention, tasks
 from jobs import logstore
+from jobs import tasks as jobs_tasks
 from jobs.models import Attempt, Job, JobEvent, LogArchive, LogChunk
 from nodes.models import Node, NodeEvent
 
@@ -118,6 +119,6 @@ def test_zero_days_keeps_everything(project, settings):
 
 def test_the_beat_tasks_are_scheduled_and_run(settings, project):
     assert settings.CELERY_BEAT_SCHEDULE["euler-purge-expired"]["task"] == tasks.purge_expired.name
-    assert settings.CELERY_BEAT_SCHEDULE["euler-compact-logs"]["task"] == tasks.compact_logs.name
+    assert settings.CELERY_BEAT_SCHEDULE["euler-compact-logs"]["task"] == jobs_tasks.compact_logs.name
     tasks.purge_expired()
-    tasks.compact_logs()
+    jobs_tasks.compact_logs()

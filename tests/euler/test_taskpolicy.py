@@ -47,7 +47,7 @@ def test_the_control_loop_alone_is_on_the_control_queue(app):
 
 def test_health_checks_and_maintenance_are_on_their_own_queues(app):
     assert queue_of(app, "agents.tasks.run_health_checks") == HEALTH
-    for name in ("quotas.flush_invocations", "euler.tasks.purge_expired", "euler.tasks.compact_logs",
+    for name in ("quotas.flush_invocations", "euler.tasks.purge_expired", "jobs.tasks.compact_logs",
                  "gateway.tasks.prune_invocations", "jobs.tasks.enforce_budgets"):  # fmt: skip
         assert queue_of(app, name) == MAINTENANCE, name
 
@@ -81,7 +81,7 @@ def test_every_periodic_task_is_single_flight_and_its_beat_messages_expire(app, 
 
 
 def test_make_up_and_the_harness_start_a_worker_for_the_control_queue_alone():
-    from euler.up import worker_commands
+    from config.up import worker_commands
 
     commands = dict(worker_commands("python"))
     queues = {name: argv[argv.index("-Q") + 1].split(",") for name, argv in commands.items()}

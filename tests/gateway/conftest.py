@@ -49,7 +49,7 @@ def gateway():
     """The whole Euler ASGI app under uvicorn on loopback; yields its base URL."""
     from asgiref.sync import SyncToAsync
 
-    from euler.asgi import application
+    from config.asgi import application
 
     server = ServerThread(application).start()
     yield server.url

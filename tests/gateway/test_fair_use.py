@@ -79,7 +79,7 @@ def test_the_projects_concurrent_calls_are_capped_across_gateways_and_freed_when
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
-    from euler.asgi import application
+    from config.asgi import application
     from quotas.models import Quota
     from tests.gateway.servers import ServerThread
 

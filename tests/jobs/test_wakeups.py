@@ -17,6 +17,6 @@ def test_a_process_that_never_imported_jobs_tasks_still_knows_the_schedule_task(
         "from jobs.wakeups import SCHEDULE_TASK\n"
         "assert SCHEDULE_TASK in current_app.tasks, sorted(current_app.tasks)\n"
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "euler.settings"}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

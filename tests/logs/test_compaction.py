@@ -11,7 +11,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 from django.utils import timezone
 
-from euler.asgi import application
+from config.asgi import application
 from jobs import logs_api, logstore
 from jobs.models import Attempt, LogArchive, LogChunk
 from tests.logs.conftest import chunk, post_logs

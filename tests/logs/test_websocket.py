@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from euler.asgi import application
+from config.asgi import application
 from jobs.models import LogChunk
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from euler.routing import websocket_urlpatterns
+from config.routing import websocket_urlpatterns
 from tests.security.conftest import enroll_node
 
 pytestmark = pytest.mark.django_db
@@ -154,7 +154,7 @@ def test_another_projects_caller_gets_404_and_changes_nothing(route, alpha, atta
 
 @pytest.mark.django_db(transaction=True)
 async def test_another_projects_key_cannot_open_a_jobs_log_websocket(alpha, other_api_key):
-    from euler.asgi import application
+    from config.asgi import application
 
     headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"x-euler-api-key", other_api_key.encode())]
     ws = WebsocketCommunicator(application, url("ws/jobs/<id:job_id>/logs/", alpha), headers=headers)

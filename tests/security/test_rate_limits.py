@@ -58,8 +58,8 @@ def test_guessed_api_keys_on_the_gateway_are_answered_429_past_the_limit(limit, 
 
 @pytest.mark.django_db(transaction=True)
 async def test_guessed_api_keys_on_the_websocket_are_refused_past_the_limit(limit, project):
-    from euler.asgi import application
-    from euler.wsauth import CLOSE_RATE_LIMITED
+    from config.asgi import application
+    from quotas.wsauth import CLOSE_RATE_LIMITED
 
     address = an_address()
     codes = []

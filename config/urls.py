@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from euler import health
+from nodes.node_api.root_urls import node_api_v1
 
 handler404 = "euler.errors.handler404"
 handler500 = "euler.errors.handler500"
@@ -19,10 +20,6 @@ api_v1 = [
     path("", include("audit.api.urls")),
 ]
 
-node_api_v1 = [
-    path("", include("nodes.node_api.urls")),
-    path("", include("jobs.node_api.urls")),
-]
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),

@@ -16,7 +16,7 @@ from pathlib import Path
 from euler.env import env_float
 from euler.supervisor import Supervisor
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 BASE = Path(__file__).resolve().parent.parent
 
@@ -118,9 +118,9 @@ def _start_services(sup: Supervisor, settings, *, host: str, port: str) -> None:
     server = os.environ.get("EULER_WEB_SERVER", "uvicorn")
     py = sys.executable
     if server == "daphne":
-        web = [py, "-m", "daphne", "-b", host, "-p", port, "euler.asgi:application"]
+        web = [py, "-m", "daphne", "-b", host, "-p", port, "config.asgi:application"]
     else:
-        web = [py, "-m", "uvicorn", "euler.asgi:application", "--host", host, "--port", port, "--no-access-log"]
+        web = [py, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", port, "--no-access-log"]
         web += ["--loop", "uvloop", "--http", "httptools", "--ws", "websockets"]
         # Node agents hold a long-poll open (up to 25 s): cut it (they retry) rather than run into the bound.
         web += ["--timeout-graceful-shutdown", str(max(1, int(sup.stop_timeout / 3)))]

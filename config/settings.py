@@ -86,9 +86,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "euler.urls"
-ASGI_APPLICATION = "euler.asgi.application"
-WSGI_APPLICATION = "euler.wsgi.application"
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -199,12 +199,12 @@ REST_FRAMEWORK = {
         "quotas.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["euler.api.HasProject"],
+    "DEFAULT_PERMISSION_CLASSES": ["quotas.api.base.HasProject"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "euler.errors.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "euler.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "quotas.api.base.Pagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -227,7 +227,7 @@ SPECTACULAR_SETTINGS = {
         }
     },
     "SECURITY": [{"ApiKey": []}],
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "euler.api.error_responses"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "quotas.api.base.error_responses"],
     "PATH_CONVERTER_OVERRIDES": {"id": ID_PATH_SCHEMA},
 }
 
@@ -273,7 +273,7 @@ for _conf in (_nodes_conf, _jobs_conf, _agents_conf, _gateway_conf):
             globals()[_name] = getattr(_conf, _name)
     CELERY_BEAT_SCHEDULE.update(_conf.BEAT_SCHEDULE)
 
-# --- retention and log compaction (euler/retention.py, jobs/logstore.py) ---------------------------
+# --- retention and log compaction (euler/retention.py and each app's retention.py, jobs/logstore.py) ---------------------------
 # Ended jobs (attempts, events, logs) and node events older than this many days are removed; 0 keeps them.
 EULER_JOB_RETENTION_DAYS = env_int("EULER_JOB_RETENTION_DAYS", 30, minimum=0)
 # Audit events older than this many days are removed; 0 keeps them.
@@ -283,7 +283,7 @@ EULER_RETENTION_BATCH = env_int("EULER_RETENTION_BATCH", 500, minimum=1, maximum
 # An ended attempt's log chunks are compacted into one compressed row this many seconds after it ended.
 EULER_LOG_COMPACT_AFTER = env_int("EULER_LOG_COMPACT_AFTER", 300, minimum=0)
 CELERY_BEAT_SCHEDULE["euler-purge-expired"] = {"task": "euler.tasks.purge_expired", "schedule": 3600.0}
-CELERY_BEAT_SCHEDULE["euler-compact-logs"] = {"task": "euler.tasks.compact_logs", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["euler-compact-logs"] = {"task": "jobs.tasks.compact_logs", "schedule": 60.0}
 
 # --- where tasks run and how long they may take (euler/taskpolicy.py, euler/celerytask.py) ----------------
 from kombu import Exchange as _Exchange  # noqa: E402

@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("DJANGO_DEBUG", "true")
 
-from euler.settings import *  # noqa: E402,F403
+from config.settings import *  # noqa: E402,F403
 
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 CELERY_TASK_ALWAYS_EAGER = True

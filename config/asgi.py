@@ -4,7 +4,7 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "euler.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 django_asgi = ASGIStaticFilesHandler(get_asgi_application())
@@ -30,8 +30,8 @@ django_asgi = route_node_api(django_asgi)  # so do the node-agent endpoints (see
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from euler.routing import websocket_urlpatterns  # noqa: E402
-from euler.wsauth import websocket_application  # noqa: E402
+from config.routing import websocket_urlpatterns  # noqa: E402
+from quotas.wsauth import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
