@@ -4,7 +4,7 @@ The owner thread is the only one that moves the attempt's phase (the table: node
 only one that writes its record. The other threads signal it through its inbox: the output reader (the output
 ended, the engine log's first timestamp: nodeagent/attempt_logs.py), the exit waiter (how the container ended:
 nodeagent/attempt_exit.py), the heartbeat and the poll (stop), the disk guard (past its limit). Reports are
-`protocol.AttemptReport`s, validated before they are sent.
+`protocol.AttemptReport`s, validated before they are sent (the record and reports: nodeagent/attempt_record.py).
 
 Other features attach at the hooks (`_before_create`, `_before_start`, `_after_start`, `_after_exit`,
 `_on_finish`), which do nothing here.
@@ -13,7 +13,6 @@ Other features attach at the hooks (`_before_create`, `_before_start`, `_after_s
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 
@@ -21,7 +20,7 @@ from nodeagent import protocol
 from nodeagent.attempt_exit import NEVER_STARTED, VANISHED, Exit, end_reason, init_exec_failure, wait_for_exit
 from nodeagent.attempt_logs import OutputReader
 from nodeagent.attempt_phase import TERMINAL, WIRE_STATE, Phase, advance, wire_state
-from nodeagent.attempt_report import send_report
+from nodeagent.attempt_record import AttemptRecord
 from nodeagent.attempt_signals import Exited, FirstEntry, Inbox, OutputEnded, StopAsked
 from nodeagent.docker_runner import RunnerError
 from nodeagent.logship import LogShipper, Stale
@@ -31,7 +30,7 @@ LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit", "gpu_error": "gpu_error"}
 
 
-class AttemptRun:
+class AttemptRun(AttemptRecord):
     def __init__(self, executor, record: dict, *, assignment: protocol.Assignment | None):
         self.ex = executor
         self.record = record
@@ -165,15 +164,6 @@ class AttemptRun:
             self.stop_reason = REASONS.get(reason, "cancelled")
             self.stop_message = message
         self.stop_asked.set()
-
-    def _save(self, **updates) -> None:
-        if self._forgotten:
-            return  # ended: its files are gone and stay gone
-        path = self.ex.records_dir / f"{self.attempt_id}.json"
-        tmp = path.with_suffix(".tmp")
-        self.record.update(updates)
-        tmp.write_text(json.dumps(self.record))
-        tmp.replace(path)
 
     def _start(self) -> bool:
         """Image, create, start, `running` report; False when the attempt ended before running."""
@@ -322,52 +312,6 @@ class AttemptRun:
             due = self.shipper.due_in()
         if due:
             time.sleep(min(due, LOOP_SECONDS))
-
-    def _drain_logs(self) -> None:
-        delay = 0.05
-        while not self.shipper.ship(force=True):
-            self._check_closing()
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-
-    def _send_logs(self, body: dict) -> dict:
-        path = protocol.PATH_ATTEMPT_LOGS.format(attempt_id=self.attempt_id)
-        return self.ex.call(path, body)
-
-    # --- reports ----------------------------------------------------------------------------------
-    def _report(self, report: protocol.AttemptReport) -> protocol.ReportReply:
-        return send_report(self.ex.call, self.attempt_id, report, closing=self._check_closing, log=self.ex.log)
-
-    def _end(self, *, reason: str, exit_code: int | None, message: str = "", **fields) -> None:
-        cid = self.record.get("container_id")
-        fields = fields or outputs.not_collected(self)  # declared outputs, none collected: said so
-        report = protocol.AttemptReport(
-            state="ended",
-            reason=reason,
-            exit_code=exit_code,
-            message=message[:2000],
-            **({"container_id": cid[:128]} if cid else {}),
-            **fields,
-        )
-        with contextlib.suppress(Stale):
-            self._report(report)
-        self.ex.log.info("attempt %s ended: %s (exit %s)", self.attempt_id, reason, exit_code)
-        self._move(Phase.ENDED)
-        self._forget()
-
-    def _forget(self) -> None:
-        self._forgotten = True
-        self.shipper.remove_files()
-        self.ex._forget_files(self.attempt_id)
-
-    def _discard(self) -> None:
-        self._move(Phase.DISCARDED)
-        self.stop_asked.set()  # a reader waiting for room lets go: the engine cannot stop an unread attach
-        cid = self.record.get("container_id")
-        if cid:
-            self.ex.runner.stop(cid, grace=self.ex.stop_grace)
-            self.ex.runner.remove(cid)
-        self._forget()
 
     def _check_closing(self) -> None:
         if self.ex.closing.is_set():

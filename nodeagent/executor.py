@@ -20,6 +20,7 @@ from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES, create_kwargs
 from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
 from nodeagent.disk_limits import DEFAULT_MAX_INODES
+from nodeagent.executor_gpus import ExecutorGpus
 from nodeagent.images import ImageStore
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 from nodeagent.offer import ImagePolicy, load_image_policy
@@ -44,7 +45,7 @@ def env_number(name: str, default: float, minimum: float, maximum: float) -> flo
     return value
 
 
-class Executor:
+class Executor(ExecutorGpus):
     def __init__(
         self,
         *,
@@ -119,33 +120,6 @@ class Executor:
         policy = images if images is not None else load_image_policy(os.environ)
         self.images = ImageStore(self.runner.client.api, self.state_dir, policy)
         self.gpu_watch = None  # nodeagent.gpuwatch.GpuWatch, set by the daemon where NVML answers
-
-    # --- GPUs: health and figures (nodeagent/gpuwatch.py) -----------------------------------------
-    def watch_gpus(self, run: AttemptRun) -> None:
-        """Sample the run's GPUs while it runs; a GPU already unhealthy stops it at once."""
-        uuids, watch = run.record.get("gpu_uuids") or [], self.gpu_watch
-        if watch is None or not uuids:
-            return
-        watch.stats.start(run.attempt_id, uuids)
-        for uuid in uuids:
-            reason = watch.health.reason(uuid)
-            if reason:
-                self.gpu_unhealthy(uuid, reason, watch.health.index.get(uuid))
-
-    def gpu_stats(self, attempt_id: int) -> list[dict]:
-        """The `ended` report's per-GPU figures ([] without GPUs or NVML)."""
-        if self.gpu_watch is None:
-            return []
-        return [s.model_dump(mode="json") for s in self.gpu_watch.stats.finish(attempt_id)]
-
-    def gpu_unhealthy(self, uuid: str, reason: str, index: int | None = None) -> None:
-        """A GPU turned unhealthy: every attempt holding it is stopped and ends `gpu_error`, saying which and why."""
-        with self._lock:
-            runs = [r for r in self._runs.values() if uuid in (r.record.get("gpu_uuids") or [])]
-        where = f"GPU {index} ({uuid})" if index is not None else f"GPU {uuid}"
-        for run in runs:
-            self.log.warning("attempt %s: stopping it, %s is unhealthy: %s", run.attempt_id, where, reason)
-            run.gpu_failed(f"{where} failed: {reason}; the job was stopped and counts as lost")
 
     # --- the daemon's interface ------------------------------------------------------------------
     def adopt(self) -> None:

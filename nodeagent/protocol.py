@@ -11,7 +11,26 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
+
+from nodeagent.protocol_base import (  # noqa: F401  (re-exported: the limits are read as protocol.MAX_OUTPUT_...)
+    MAX_OUTPUT_CHUNK_BYTES,
+    MAX_OUTPUT_FILES,
+    MAX_OUTPUT_PATH_CHARS,
+    MAX_OUTPUT_SKIPPED_LISTED,
+    Lenient,
+    Sha256Hex,
+    Strict,
+)
+from nodeagent.protocol_outputs import (  # noqa: F401  (re-exported: both sides use protocol.OutputManifest, ...)
+    OutputFile,
+    OutputFileReply,
+    OutputManifest,
+    OutputPath,
+    OutputSkip,
+    OutputsPlan,
+    OutputUpload,
+)
 
 PROTOCOL_VERSION = 1
 
@@ -42,12 +61,8 @@ MAX_LOG_BATCH_CHUNKS = 64
 # the server's log route accepts exactly this much. One chunk always fits: 64 KiB of control characters,
 # each escaped as `\u00XX`, encode to 384 KiB.
 MAX_LOG_REQUEST_BYTES = 4 * 1024 * 1024
-# Outputs: the largest body of one chunk PUT (the agent's chunk size and the server's accepted body are this);
-# the most files and skipped entries one manifest lists; the longest relative path.
-MAX_OUTPUT_CHUNK_BYTES = 8 * 1024 * 1024
-MAX_OUTPUT_FILES = 10_000
-MAX_OUTPUT_SKIPPED_LISTED = 1_000
-MAX_OUTPUT_PATH_CHARS = 1024
+# Outputs: the chunk size, the most files and skipped entries one manifest lists, the longest relative path (their
+# values are in nodeagent/protocol_base.py, which the outputs models share; read them here: protocol.MAX_OUTPUT_...).
 MAX_GPU_HEALTH_REASON_CHARS = 500
 
 # Container labels the agent sets, used to adopt containers after a restart and to reap strays.
@@ -68,14 +83,6 @@ ImagePattern = Annotated[str, StringConstraints(min_length=1, max_length=255, pa
 def encode_json(body: Any) -> bytes:
     """The agent's request bodies, byte for byte: compact, UTF-8 (not \\u-escaped). Sizes are measured on this."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Lenient(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 # --- resources ------------------------------------------------------------------------------
@@ -201,7 +208,6 @@ class HeartbeatReply(Lenient):
 
 
 # --- work -----------------------------------------------------------------------------------
-Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 ContainerPath = Annotated[str, StringConstraints(min_length=2, max_length=MAX_OUTPUT_PATH_CHARS, pattern=r"^/")]
 
 
@@ -324,50 +330,3 @@ class LogReply(Lenient):
     duplicates: int = 0
     last_seq: int | None = None
     capped: bool = False  # the attempt's log reached EULER_MAX_LOG_BYTES (marker stored): send no more
-
-
-# --- outputs (issue 24) ------------------------------------------------------------------------
-OutputPath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_OUTPUT_PATH_CHARS)]
-
-
-class OutputFile(Strict):
-    # '/'-separated, relative, valid UTF-8, no '.', '..' or empty parts: the declared path's last part first
-    # (`/out/logs/a.txt` declared as `/out` is `out/logs/a.txt`; declared as `/out/logs` it is `logs/a.txt`).
-    path: OutputPath
-    size: int = Field(ge=0)
-    sha256: Sha256Hex
-
-
-class OutputSkip(Strict):
-    path: Annotated[str, StringConstraints(max_length=MAX_OUTPUT_PATH_CHARS)]  # printable form of the name
-    # symlink | device | special | not_utf8 | bad_name | too_many_files | job_cap | spool_cap | quota | missing
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=32)]
-    message: Annotated[str, StringConstraints(max_length=500)] = ""
-
-
-class OutputManifest(Strict):
-    files: list[OutputFile] = Field(default_factory=list, max_length=MAX_OUTPUT_FILES)
-    skipped: list[OutputSkip] = Field(default_factory=list, max_length=MAX_OUTPUT_SKIPPED_LISTED)
-    skipped_total: int = Field(default=0, ge=0)  # all skipped entries, listed or not
-    error: Annotated[str, StringConstraints(max_length=2000)] = ""  # collection failed as a whole (files is then [])
-
-
-class OutputUpload(Lenient):
-    file_id: int
-    path: str
-    method: Literal["chunks", "put"]
-    url: str = ""  # "put": the presigned URL; "chunks": "" (use PATH_ATTEMPT_OUTPUT_FILE)
-    headers: dict[str, str] = Field(default_factory=dict)  # "put": send exactly these
-    offset: int = 0  # "chunks": bytes the server already holds (resume from here)
-
-
-class OutputsPlan(Lenient):
-    # One per accepted file that the server does not hold complete yet (a file already stored, e.g. by an earlier
-    # manifest of the same attempt, or an empty one, is accepted and not listed: nothing to send).
-    uploads: list[OutputUpload] = Field(default_factory=list)
-    refused: list[OutputSkip] = Field(default_factory=list)  # not taken (e.g. the project's quota): not sent
-
-
-class OutputFileReply(Lenient):
-    offset: int  # bytes the server now holds
-    complete: bool = False  # all bytes received and the sha256 verified

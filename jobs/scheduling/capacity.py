@@ -16,15 +16,11 @@ from __future__ import annotations
 import heapq
 
 from jobs.scheduling.filters import static_reject
+from jobs.scheduling.gpufit import GpuKind, Shape, TypedGpus
 from jobs.scheduling.scores import spread
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot
-from nodeagent.gpumatch import gpu_matches
 
 UNLIMITED = 1 << 62  # the free disk of a node that does not report disk
-
-GpuKind = tuple[str, int] | None  # a typed GPU request: (model glob, least memory bytes); None: any GPU
-# What a job takes: millicores, memory bytes, GPUs, disk bytes, and which GPUs count (its GpuKind).
-Shape = tuple[int, int, int, int, GpuKind]
 
 
 def gpu_kind(job: JobSnapshot) -> GpuKind:
@@ -117,7 +113,7 @@ class Reservation:
         self.kind = gpu_kind(job)  # a typed reservation keeps GPUs of its kind, not just a count
 
 
-class Capacity:
+class Capacity(TypedGpus):
     """Free capacity per node (by index in id order), node classes, per-job-key eligible classes, reservations."""
 
     def __init__(self, nodes: list[NodeSnapshot], relevant: Relevant) -> None:
@@ -188,34 +184,6 @@ class Capacity:
             self.classes_for(job)
         return self.rejects[key]
 
-    @property
-    def gpu_kind(self) -> dict[str, tuple[str, int]]:
-        if self._gpu_kind is None:
-            self._gpu_kind = {u: k for n in self.nodes for u, k in zip(n.gpu_uuids, n.gpu_kinds, strict=False)}
-        return self._gpu_kind
-
-    def matching(self, kind: tuple[str, int]) -> frozenset[tuple[str, int]]:
-        """The GPU kinds (NVML name, memory) in this pass that a typed request takes: matched once per pass."""
-        found = self._matching.get(kind)
-        if found is None:
-            glob, least = kind
-            kinds = {k for n in self.nodes for k in n.gpu_kinds}
-            found = self._matching[kind] = frozenset(
-                k for k in kinds if gpu_matches(k[0], k[1], glob=glob, min_memory_bytes=least)
-            )
-        return found
-
-    def usable(self, uuids: list[str] | tuple[str, ...], kind: GpuKind) -> list[str]:
-        """Of these GPUs (in device order), those a request of this kind may take."""
-        if kind is None:
-            return list(uuids)
-        ok, kinds = self.matching(kind), self.gpu_kind
-        return [u for u in uuids if kinds.get(u) in ok]
-
-    def free_gpus(self, i: int, kind: GpuKind) -> int:
-        """How many of node i's free GPUs a request of this kind may take."""
-        return len(self.gpus[i]) if kind is None else len(self.usable(self.gpus[i], kind))
-
     def fits(self, i: int, shape: Shape) -> bool:
         return (
             self.cpu[i] >= shape[0]
@@ -241,23 +209,6 @@ class Capacity:
                 or (len(self.gpus[i]) - shape[2] >= r.gpus if r.kind is None else self._leaves_typed(i, shape, r))
             )
         )
-
-    def _leaves_typed(self, i: int, shape: Shape, r: Reservation) -> bool:
-        """Whether the GPUs `shape` would take on node i (as place() picks them) leave the typed reservation the
-        matching GPUs it needs (every free one it matches, while it waits for more to free up)."""
-        taken = set(self.picks(i, shape[2], shape[4]))
-        matching = self.usable(self.gpus[i], r.kind)
-        return sum(1 for u in matching if u not in taken) >= min(r.gpus, len(matching))
-
-    def picks(self, i: int, count: int, kind: GpuKind) -> list[str]:
-        """The GPUs a job of this kind takes on node i, in device order; on a node held for a typed reservation
-        of another kind, the GPUs that reservation cannot use first."""
-        free = self.usable(self.gpus[i], kind)
-        r = self.reserved.get(i)
-        if r is not None and r.kind is not None and r.kind != kind:
-            keep = set(self.usable(free, r.kind))
-            free = [u for u in free if u not in keep] + [u for u in free if u in keep]
-        return free[:count]
 
     def best_in(self, cls: NodeClass, shape: Shape) -> tuple | None:
         """The class's highest-scoring node with room for `shape` (left in the heap), or None."""
