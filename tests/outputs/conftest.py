@@ -4,7 +4,6 @@ credentials, a job that declares outputs with a current attempt on the node, and
 from __future__ import annotations
 
 import hashlib
-import itertools
 
 import pytest
 from django.utils import timezone
@@ -12,8 +11,8 @@ from rest_framework.test import APIClient
 
 from nodeagent import protocol
 from tests.jobs.conftest import make_node  # noqa: F401 - the jobs tests' node fixture, used here too
+from tests.logs.conftest import node_and_credential, other_node_and_credential  # noqa: F401 - enrolled nodes
 
-_names = itertools.count(1)
 NODE_API = "/node-api/v1/"
 
 
@@ -28,27 +27,6 @@ def outputs_store(settings, tmp_path):
     }
     settings.EULER_OUTPUTS_BUCKET = ""
     return tmp_path / "outputs"
-
-
-def _enroll(make_user, name: str):
-    from nodes.services import enrollment_token_create, node_enroll
-
-    staff = make_user(f"ops-{name}", staff=True)
-    _, token = enrollment_token_create(trust="platform", by=staff)
-    req = protocol.EnrollRequest(
-        token=token, name=name, resources=protocol.Resources(cpu_milli=4000, memory_bytes=8 << 30)
-    )
-    return node_enroll(req=req)
-
-
-@pytest.fixture
-def node_and_credential(make_user):
-    return _enroll(make_user, f"out-n{next(_names)}")
-
-
-@pytest.fixture
-def other_node_and_credential(make_user):
-    return _enroll(make_user, f"out-m{next(_names)}")
 
 
 @pytest.fixture
