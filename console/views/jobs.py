@@ -97,17 +97,23 @@ def job_detail(request, job_id: int):
     )
 
 
-def _act(request, job_id: int, action: str):
-    _selectors, services = _jobs_app()
-    operation = {"cancel": services.job_cancel, "retry": services.job_retry}[action]
+def _perform(request, operation, done: str) -> None:
+    """A console form's action on one of the project's objects: another project's is a 404, a refusal a message."""
     try:
-        operation(job_id=job_id, project=request.project, by=request.user)
+        operation()
     except NotFound:
         raise Http404 from None
     except EulerError as exc:
         messages.error(request, error_message(exc))
     else:
-        messages.success(request, _("Job cancelled.") if action == "cancel" else _("Job queued again."))
+        messages.success(request, done)
+
+
+def _act(request, job_id: int, action: str):
+    _selectors, services = _jobs_app()
+    operation = {"cancel": services.job_cancel, "retry": services.job_retry}[action]
+    done = _("Job cancelled.") if action == "cancel" else _("Job queued again.")
+    _perform(request, lambda: operation(job_id=job_id, project=request.project, by=request.user), done)
     return redirect("job-detail", job_id=job_id)
 
 
@@ -180,14 +186,8 @@ def _act_array(request, array_id: int, action: str):
     from jobs import arrays
 
     operation = {"cancel": arrays.array_cancel, "retry": arrays.array_retry}[action]
-    try:
-        operation(project=request.project, array_id=array_id, by=request.user)
-    except NotFound:
-        raise Http404 from None
-    except EulerError as exc:
-        messages.error(request, error_message(exc))
-    else:
-        messages.success(request, _("Array cancelled.") if action == "cancel" else _("Array queued again."))
+    done = _("Array cancelled.") if action == "cancel" else _("Array queued again.")
+    _perform(request, lambda: operation(project=request.project, array_id=array_id, by=request.user), done)
     return redirect("array-detail", array_id=array_id)
 
 
