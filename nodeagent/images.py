@@ -180,15 +180,23 @@ class ImageStore:
 
     def runnable(self, image: str) -> str:
         """The name the engine knows the image by: the reference itself, or for a digest reference that the agent
-        loaded (a load records no digest), the tag it was loaded under."""
+        loaded (a load records no digest), the tag it was loaded under. A tag reference costs no engine call."""
+        found = self._by_digest(image)
+        return found[0] if found else image
+
+    def _by_digest(self, image: str) -> tuple[str, str] | None:
+        """For a digest reference on the engine: (the name it is known by, its id); else None."""
         try:
             ref = imageref.parse(image)
         except imageref.InvalidReference:
-            return image
-        if not ref.digest or self._inspect(image) is not None:
-            return image
-        tag = loaded_tag(ref)
-        return tag if self._inspect(tag) is not None else image
+            return None
+        if not ref.digest:
+            return None
+        for name in (image, loaded_tag(ref)):
+            found = self._inspect(name)
+            if found is not None:
+                return name, found
+        return None
 
     def _inspect(self, name: str) -> str | None:
         try:
@@ -196,12 +204,13 @@ class ImageStore:
         except derrors.ImageNotFound:
             return None
         except derrors.APIError as exc:
-            if exc.status_code in (400, 404):
+            if exc.status_code == 404:
                 return None
             raise RunnerError("image_pull_failed", UNREACHABLE) from None
 
     def _local_id(self, image: str) -> str | None:
-        return self._inspect(self.runnable(image))
+        found = self._by_digest(image)
+        return found[1] if found else self._inspect(image)
 
     # --- a pull (nodeagent/registry/) ------------------------------------------------------------------------
     def _engine(self) -> tuple[tuple[str, str, str], dict]:
