@@ -169,3 +169,32 @@ def test_an_image_pulled_by_digest_runs_by_that_digest(world, make_executor, pla
     assert ended["reason"] == "exited", ended
     assert "pinned" in plane.log(32)
     assert ex.images.runnable(pinned) == images.loaded_tag(imageref.parse(pinned))
+
+
+def test_the_user_sees_the_policys_text_in_the_ended_report(world, make_executor, plane):  # noqa: F811
+    registry, listener, _, name = world
+    registry.realm = f"http://{PRIVATE}:{registry.port}/token"
+    ex = make_executor(images=ImagePolicy(allowed_networks=("127.0.0.1/32",)))
+    ex.handle_assignment(assignment(33, ["true"], image=f"{name}:1", node_trust="platform"))
+    ended = wait_for(lambda: plane.ended(33), "the ended report")
+    assert (ended["reason"], ended["message"]) == ("image_pull_failed", REFUSED)
+    assert listener.accepted == 0
+
+
+def test_an_unknown_tag_is_not_found_and_a_credentials_challenge_is_unauthorized(world):
+    registry, _, store, name = world
+    assert _refused(store, f"{name}:absent") == images.NOT_FOUND
+    registry.realm = "unused"
+    registry.route = _basic_challenge
+    assert _refused(store, f"{name}:1") == images.UNAUTHORIZED
+
+
+def _basic_challenge(h) -> None:
+    h._send(401, b"{}", [("WWW-Authenticate", 'Basic realm="registry"')])
+
+
+def test_an_image_past_the_size_bound_is_refused_before_any_layer_is_fetched(world, monkeypatch):
+    registry, _, store, name = world
+    monkeypatch.setattr(images, "MAX_IMAGE_BYTES", 1000)
+    assert _refused(store, f"{name}:1") == images.TOO_LARGE
+    assert not any(registry.config_digest not in path and "/blobs/" in path for path in registry.requests)
