@@ -201,6 +201,9 @@ class Executor(ExecutorGpus):
 
     def container_spec(self, assignment: protocol.Assignment) -> dict:
         """The container's create arguments: the job's hardened spec with the node's part (container_options)."""
+        image = self.images.runnable(assignment.image)  # a digest reference the agent loaded: by its loaded tag
+        if image != assignment.image:
+            assignment = assignment.model_copy(update={"image": image})
         return create_kwargs(
             assignment,
             node_name=self.node_name,

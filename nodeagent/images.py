@@ -4,10 +4,12 @@ prunes least recently used first.
 
 Order of checks for an assignment's image: a valid reference (nodeagent/imageref.py); one the lender's
 EULER_NODE_ALLOWED_IMAGES allows; already on the engine and runnable here (pulled by Euler, or on a node that
-is not `community`, or the lender allows local images), else pulled: the registry's host is checked again
-(IP literal, local-only name, resolving to an address that is not public: refused with no connection made)
-and then the engine pulls it. The engine's own words never reach the user: they may carry what it found on
-the lender's network.
+is not `community`, or the lender allows local images), else pulled by the agent itself (nodeagent/registry/):
+every connection of the pull (the registry, its token realm, each redirect, each resolved address) passes the
+node's address policy and is dialled at the checked address, and the verified blobs are loaded into the engine,
+which never dials a registry for a job. A failure reaches the user as one fixed text per class: never what the
+pull met on the lender's network, and never anything that tells an open private port from a closed one (no
+private address is dialled at all).
 """
 
 from __future__ import annotations
@@ -19,46 +21,66 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import requests
 from docker import errors as derrors
 
-from nodeagent import imageref
+from nodeagent import imageref, registry
 from nodeagent.docker_runner import RunnerError
 from nodeagent.offer import ImagePolicy
+from nodeagent.registry import failure
 
 log = logging.getLogger("euler.nodeagent.images")
 
 PULL_SECONDS = 900.0  # a pull that takes longer ends `image_pull_failed`, timed out
+MAX_IMAGE_BYTES = 64 * 1024**3  # the compressed size of one image a pull fetches, config and layers
 COMMUNITY = "community"
+LOADED_TAG = "euler-{algorithm}-{hex}"  # a digest reference the agent loaded runs by this tag (a load sets no digest)
 
 NOT_FOUND = "image not found: the registry has no such repository, tag or digest (or it is private)"
 UNAUTHORIZED = "image pull unauthorized: the registry asks for credentials or denies access (only public images)"
 TIMED_OUT = "image pull timed out"
 UNREACHABLE = "image pull failed: the registry could not be reached or answered with an error"
+UNSUPPORTED = (
+    "image pull failed: the registry's answer is not an image this node can load (its format or platform, or "
+    "bytes that do not match their digest)"
+)
+TOO_LARGE = f"image pull failed: the image is larger than a node loads ({MAX_IMAGE_BYTES // 1024**3} GiB)"
+LOAD_FAILED = "image pull failed: the engine could not load the image"
 REFUSED = "image refused by policy: {why}"
+ADDRESS = "the registry or a host it sent the pull to is not on the public internet, or does not resolve"
 NOT_LOCAL = (
     "the image is on this node but Euler did not pull it for a job, and this community node's lender does not "
     "allow local images (EULER_NODE_LOCAL_IMAGES)"
 )
 NOT_ALLOWED = "this node's lender does not allow the image (EULER_NODE_ALLOWED_IMAGES)"
 
+TEXTS = {
+    failure.REFUSED: REFUSED.format(why=ADDRESS),
+    failure.NOT_FOUND: NOT_FOUND,
+    failure.UNAUTHORIZED: UNAUTHORIZED,
+    failure.UNREACHABLE: UNREACHABLE,
+    failure.TIMED_OUT: TIMED_OUT,
+    failure.UNSUPPORTED: UNSUPPORTED,
+    failure.TOO_LARGE: TOO_LARGE,
+    failure.LOAD_FAILED: LOAD_FAILED,
+}
 
-def pull_failure(status: int | None, text: str) -> str:
-    """Pure: the fixed text for an engine's pull error (its status and words, which are never shown)."""
-    words = (text or "").lower()
-    if "timeout" in words or "timed out" in words or "deadline exceeded" in words:
-        return TIMED_OUT
-    if any(w in words for w in ("no such host", "dial tcp", "connection refused", "network is unreachable")):
-        return UNREACHABLE
-    if status == 404 or any(w in words for w in ("not found", "manifest unknown", "does not exist", "name unknown")):
-        return NOT_FOUND
-    if status in (401, 403) or any(w in words for w in ("unauthorized", "denied", "authentication required")):
-        return UNAUTHORIZED
-    return UNREACHABLE
+
+def failure_text(kind: str) -> str:
+    """Pure: the one text the user sees for a class of pull failure (the detail is logged, never shown)."""
+    return TEXTS.get(kind, UNREACHABLE)
 
 
 def refused(why: str) -> RunnerError:
     return RunnerError("image_pull_failed", REFUSED.format(why=why))
+
+
+def loaded_tag(ref: imageref.ImageRef) -> str:
+    """The tag a pull gives the image: the reference's own; for a digest, one derived from it (an image loaded
+    into the engine carries no digest reference, so `name@sha256:…` would not find it)."""
+    if not ref.digest:
+        return f"{ref.name}:{ref.pull_tag}"
+    algorithm, _, hex_ = ref.digest.partition(":")
+    return f"{ref.name}:{LOADED_TAG.format(algorithm=algorithm.lower(), hex=hex_.lower()[:100])}"
 
 
 class ImageStore:
@@ -71,6 +93,7 @@ class ImageStore:
         self.pull_seconds = pull_seconds
         self._lock = threading.Lock()
         self._pulling = threading.Lock()  # one pull at a time: the cache is pruned between them
+        self._engine_facts: tuple[tuple[str, str, str], dict] | None = None
 
     # --- the record ----------------------------------------------------------------------------
     def pulled(self) -> dict[str, dict]:
@@ -132,14 +155,20 @@ class ImageStore:
             raise RunnerError(exc.reason, f"{NOT_LOCAL}; pulling it from its registry failed: {exc.message}") from None
 
     def _fetch(self, ref: imageref.ImageRef, image: str, patterns: tuple[str, ...]) -> str:
-        why = imageref.check(ref, allowed=imageref.named_registries(patterns), unresolved_ok=False)
+        named = imageref.named_registries(patterns)
+        why = imageref.form_refusal(ref, allowed=named)
         if why:
             raise refused(why)
         with self._pulling:
-            self._pull(ref)
+            self._pull(
+                ref,
+                registry.DialPolicy.of(
+                    allowed=self.policy.allowed_networks, blocked=self.policy.blocked_networks, open_hosts=named
+                ),
+            )
             found = self._local_id(image)
             if found is None:
-                raise RunnerError("image_pull_failed", NOT_FOUND)
+                raise RunnerError("image_pull_failed", LOAD_FAILED)
             size = int((self.api.inspect_image(found) or {}).get("Size") or 0)
             self._note(found, ref=image, size=size)
             self.prune(keep=found)
@@ -149,9 +178,29 @@ class ImageStore:
         """A job started on it: most recently used."""
         self._note(image_id)
 
-    def _local_id(self, image: str) -> str | None:
+    def runnable(self, image: str) -> str:
+        """The name the engine knows the image by: the reference itself, or for a digest reference that the agent
+        loaded (a load records no digest), the tag it was loaded under. A tag reference costs no engine call."""
+        found = self._by_digest(image)
+        return found[0] if found else image
+
+    def _by_digest(self, image: str) -> tuple[str, str] | None:
+        """For a digest reference on the engine: (the name it is known by, its id); else None."""
         try:
-            return str(self.api.inspect_image(image)["Id"])
+            ref = imageref.parse(image)
+        except imageref.InvalidReference:
+            return None
+        if not ref.digest:
+            return None
+        for name in (image, loaded_tag(ref)):
+            found = self._inspect(name)
+            if found is not None:
+                return name, found
+        return None
+
+    def _inspect(self, name: str) -> str | None:
+        try:
+            return str(self.api.inspect_image(name)["Id"])
         except derrors.ImageNotFound:
             return None
         except derrors.APIError as exc:
@@ -159,23 +208,41 @@ class ImageStore:
                 return None
             raise RunnerError("image_pull_failed", UNREACHABLE) from None
 
-    def _pull(self, ref: imageref.ImageRef) -> None:
+    def _local_id(self, image: str) -> str | None:
+        found = self._by_digest(image)
+        return found[1] if found else self._inspect(image)
+
+    # --- a pull (nodeagent/registry/) ------------------------------------------------------------------------
+    def _engine(self) -> tuple[tuple[str, str, str], dict]:
+        """The engine's platform and registry settings, read once (an engine restart keeps them)."""
+        if self._engine_facts is None:
+            try:
+                version, info = self.api.version(), self.api.info()
+            except derrors.APIError:
+                raise RunnerError("image_pull_failed", UNREACHABLE) from None
+            platform = (str(version.get("Os") or "linux"), str(version.get("Arch") or "amd64"), "")
+            self._engine_facts = (platform, dict(info.get("RegistryConfig") or {}))
+        return self._engine_facts
+
+    def _pull(self, ref: imageref.ImageRef, policy: registry.DialPolicy) -> None:
         deadline = time.monotonic() + self.pull_seconds
-        tag = ref.digest or ref.pull_tag
+        platform, registry_config = self._engine()
+        known = ref.registry in (registry_config.get("IndexConfigs") or {})
+        addresses = () if known or not registry_config.get("InsecureRegistryCIDRs") else imageref.resolve(ref.host)
         try:
-            for event in self.api.pull(ref.name, tag=tag, stream=True, decode=True):
-                if isinstance(event, dict) and (event.get("error") or event.get("errorDetail")):
-                    detail = event.get("errorDetail") or {}
-                    log.info("pull of %s failed: %s", ref, str(event.get("error") or detail)[:300])
-                    code = detail.get("code") if isinstance(detail, dict) else None
-                    raise RunnerError("image_pull_failed", pull_failure(code, str(event.get("error") or detail)))
-                if time.monotonic() > deadline:
-                    raise RunnerError("image_pull_failed", TIMED_OUT)
-        except derrors.APIError as exc:
-            log.info("pull of %s failed: %s", ref, str(exc.explanation or exc)[:300])
-            raise RunnerError("image_pull_failed", pull_failure(exc.status_code, str(exc.explanation or exc))) from None
-        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
-            raise RunnerError("image_pull_failed", TIMED_OUT) from None
+            registry.pull(
+                self.api,
+                ref,
+                tag=loaded_tag(ref),
+                policy=policy,
+                deadline=deadline,
+                max_bytes=MAX_IMAGE_BYTES,
+                platform=platform,
+                insecure=registry.insecure_registry(registry_config, ref, addresses),
+            )
+        except registry.Failed as exc:
+            log.info("pull of %s failed (%s): %s", ref, exc.kind, exc.detail[:300])
+            raise RunnerError("image_pull_failed", failure_text(exc.kind)) from None
 
     # --- the cache cap -------------------------------------------------------------------------------
     def prune(self, *, keep: str | None = None, in_use: Callable[[], set[str]] | None = None) -> list[str]:
@@ -204,10 +271,11 @@ class ImageStore:
     def _remove(self, image_id: str, entry: dict) -> bool:
         """Untag Euler's references (the image goes with its last tag; a lender's own tag keeps it)."""
         for ref in entry.get("refs") or []:
-            if self._local_id(ref) != image_id:
+            name = self.runnable(ref)
+            if self._inspect(name) != image_id:
                 continue  # the tag moved to another image since (a later pull): not this one's to remove
             try:
-                self.api.remove_image(ref, force=False)
+                self.api.remove_image(name, force=False)
             except derrors.NotFound:
                 pass
             except derrors.APIError as exc:

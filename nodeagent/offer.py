@@ -47,11 +47,14 @@ class ImagePolicy:
     imageref.py patterns; (): every image the control plane allows); a registry named there also passes the
     address check. `local_images` (EULER_NODE_LOCAL_IMAGES): on a community node, images already on the engine
     that Euler did not pull may run. `cache_bytes` (EULER_NODE_IMAGE_CACHE_BYTES): the images Euler pulled here
-    are pruned, least recently used first, past this size."""
+    are pruned, least recently used first, past this size. `allowed_networks`/`blocked_networks`: the jobs'
+    EULER_NODE_JOB_ALLOWED_NETWORKS/…_BLOCKED_NETWORKS, which every connection of a pull obeys too."""
 
     patterns: tuple[str, ...] = ()
     local_images: bool = False
     cache_bytes: int = DEFAULT_IMAGE_CACHE_BYTES
+    allowed_networks: tuple[str, ...] = ()
+    blocked_networks: tuple[str, ...] = ()
 
 
 def _size(env: Mapping[str, str], name: str, *, minimum: int = 0) -> int | None:
@@ -133,6 +136,8 @@ def load_image_policy(env: Mapping[str, str]) -> ImagePolicy:
         patterns=() if patterns == ("*",) else patterns,
         local_images=local in ("1", "true", "yes", "on"),
         cache_bytes=DEFAULT_IMAGE_CACHE_BYTES if cache is None else cache,
+        allowed_networks=_cidrs(env, "EULER_NODE_JOB_ALLOWED_NETWORKS"),
+        blocked_networks=_cidrs(env, "EULER_NODE_JOB_BLOCKED_NETWORKS"),
     )
 
 

@@ -6,7 +6,6 @@ import pytest
 
 from nodeagent import imageref
 from nodeagent.imageref import ImageRef, InvalidReference, parse
-from nodeagent.images import NOT_FOUND, TIMED_OUT, UNAUTHORIZED, UNREACHABLE, pull_failure
 from nodeagent.offer import OfferError, load_image_policy
 
 DIGEST = "sha256:" + "a" * 64
@@ -125,18 +124,3 @@ def test_the_lenders_image_settings_are_read_strictly():
                 {"EULER_NODE_IMAGE_CACHE_BYTES": "-1"}):  # fmt: skip
         with pytest.raises(OfferError):
             load_image_policy(env)
-
-
-@pytest.mark.parametrize(
-    ("status", "words", "text"),
-    [
-        (404, "manifest for x:1 not found: manifest unknown", NOT_FOUND),
-        (None, "pull access denied for x, repository does not exist or may require 'docker login'", NOT_FOUND),
-        (401, "unauthorized: authentication required", UNAUTHORIZED),
-        (500, "Get https://10.0.0.1/v2/: net/http: request canceled (Client.Timeout exceeded)", TIMED_OUT),
-        (500, "dial tcp: lookup registry-1.docker.io: no such host", UNREACHABLE),
-        (500, "secret internal banner from 10.0.0.1", UNREACHABLE),
-    ],
-)
-def test_a_pull_failure_becomes_fixed_text(status, words, text):
-    assert pull_failure(status, words) == text
