@@ -50,7 +50,9 @@ def job_submit(*, project, spec: dict, by=None) -> Job:
 
 
 def _locked(job_id: int, project) -> Job:
-    job = transitions.lock(job_id, project=project)
+    """The project's job, row-locked (env is decrypted only for a node); another project's is a 404."""
+    job_id = scoped.as_id(job_id)
+    job = scoped.jobs(project=project).select_for_update().filter(pk=job_id).defer("env").first() if job_id else None
     if job is None:
         raise NotFound("No such job.")
     return job
