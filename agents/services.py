@@ -9,7 +9,8 @@ from django.db import IntegrityError, transaction
 import audit
 from agents import ssrf
 from agents.models import Agent, AgentInstance
-from euler.errors import Conflict, InvalidInput, NotFound
+from euler.errors import Conflict, InvalidInput
+from quotas import scoped
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
@@ -74,10 +75,7 @@ def validate_health_path(path: str) -> str:
 
 
 def get_agent(*, project, name: str) -> Agent:
-    agent = Agent.objects.filter(project=project, name=name).first()
-    if agent is None:
-        raise NotFound(f"No agent named {name!r}.")
-    return agent
+    return scoped.agent(project=project, name=name)
 
 
 def _add_instance(agent: Agent, spec: dict, base_url: str) -> AgentInstance:
@@ -137,7 +135,7 @@ def agent_delete(*, agent: Agent) -> None:
 def instance_add(*, agent: Agent, spec: dict) -> AgentInstance:
     url = validate_base_url(spec["base_url"])
     with transaction.atomic():
-        Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        scoped.agents(project=agent.project_id).select_for_update().filter(pk=agent.pk).first()
         instance = _add_instance(agent, spec, url)
         audit.record(
             "agent.changed",
@@ -149,10 +147,7 @@ def instance_add(*, agent: Agent, spec: dict) -> AgentInstance:
 
 
 def get_instance(*, agent: Agent, instance_id: int) -> AgentInstance:
-    instance = AgentInstance.objects.filter(agent=agent, pk=instance_id).first()
-    if instance is None:
-        raise NotFound("No such instance.")
-    return instance
+    return scoped.instance(agent=agent, instance_id=instance_id)
 
 
 @transaction.atomic

@@ -11,8 +11,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
-from agents.models import ROUTABLE, Agent
+from agents.models import ROUTABLE
 from gateway import balancer
+from quotas import scoped
 from quotas.models import Quota
 
 
@@ -54,7 +55,7 @@ _ejections: dict[int, Ejection] = {}
 
 def _load(project_id: int, name: str) -> Route | None:
     close_old_connections()
-    agent = Agent.objects.filter(project_id=project_id, name=name).first()
+    agent = scoped.agents(project=project_id).filter(name=name).first()
     if agent is None:
         return None
     upstreams = [

@@ -9,10 +9,12 @@ from django.utils import timezone
 import audit
 from euler.errors import Conflict, NotFound
 from jobs import deps, transitions, usage, workflow
-from jobs.models import Attempt, Job, JobEvent
+from jobs.models import Job, JobEvent
+from jobs.outputs.inputs import check_inputs
 from jobs.states import ATTEMPT_ACTIVE, TERMINAL, JobState
 from jobs.wakeups import schedule_on_commit
 from jobs.workflow_models import JobArray
+from quotas import scoped
 
 
 def submit_waiting(*, project, spec: dict, depends_on: list[dict], by=None) -> Job:
@@ -32,7 +34,7 @@ def submit_waiting(*, project, spec: dict, depends_on: list[dict], by=None) -> J
         note = "a dependency already ended and can never be met"
         transitions.move(job, JobState.CANCELLED, why="dependency_failed", note=note, reason="dependency_failed")
     else:
-        Job.objects.filter(pk=job.pk).update(pending_reason=reason)
+        scoped.jobs(project=project).filter(pk=job.pk).update(pending_reason=reason)
     return job
 
 
@@ -42,6 +44,7 @@ def array_submit(*, project, spec: dict, array: dict, depends_on: list[dict], by
     `parallelism` indices start queued, the rest waiting (the scheduler never reads them); all wait while the
     array's own dependencies are unmet."""
     usage.check_budget(project=project, gpu_count=spec.get("gpu_count", 0))
+    check_inputs(project=project, inputs=spec.get("inputs_from") or [])  # as a single job's: 404 for another's
     count, parallelism = array["count"], array.get("parallelism")
     env = spec.pop("env", None) or None
     arr = JobArray.objects.create(
@@ -52,7 +55,7 @@ def array_submit(*, project, spec: dict, array: dict, depends_on: list[dict], by
         verdict, reason = deps.attach(waiter=("array", arr.pk), project=project, depends_on=depends_on)
         arr.held = verdict != workflow.MET
         if not arr.held:
-            JobArray.objects.filter(pk=arr.pk).update(held=False)
+            scoped.arrays(project=project).filter(pk=arr.pk).update(held=False)
         if verdict == workflow.NEVER:
             reason = "a dependency already ended and can never be met"
     now = timezone.now()
@@ -109,14 +112,7 @@ def insert_tasks(template: Job, *, count: int, queued: int, waiting_reason: str,
 
 
 def array_get(*, project, array_id) -> JobArray:
-    try:
-        array_id = int(array_id)
-    except (TypeError, ValueError):
-        raise NotFound("No such array.") from None
-    arr = JobArray.objects.filter(project=project, pk=array_id).first()
-    if arr is None:
-        raise NotFound("No such array.")
-    return arr
+    return scoped.array(project=project, array_id=array_id)
 
 
 def _task_ids(arr: JobArray, index: int | None):
@@ -154,7 +150,7 @@ def array_retry(*, project, array_id, index: int | None = None, by=None) -> JobA
     tasks = list(qs.defer("env").order_by("pk"))
     if index is not None and not tasks:
         raise Conflict(f"Only an ended task can be retried; task {index} has not ended.", code="invalid_transition")
-    stopping = Attempt.objects.filter(
+    stopping = scoped.attempts(project=project).filter(
         pk__in=[t.current_attempt_id for t in tasks if t.current_attempt_id], state__in=ATTEMPT_ACTIVE
     )
     if stopping.exists():
@@ -167,7 +163,7 @@ def array_retry(*, project, array_id, index: int | None = None, by=None) -> JobA
 def requeue_tasks(arr: JobArray, tasks: list[Job], *, note: str) -> None:
     """Ended tasks back to waiting for their array's slots (locked tasks; the array is locked here)."""
     now = timezone.now()
-    arr = JobArray.objects.select_for_update().get(pk=arr.pk)
+    arr = scoped.arrays(project=arr.project_id).select_for_update().get(pk=arr.pk)
     reason = workflow.parallelism_reason(arr.pk, arr.parallelism) if arr.parallelism else ""
     for task in tasks:
         transitions.move(

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
-from euler.errors import InvalidInput, NotFound
+from euler.errors import InvalidInput
 from jobs import workflow
 from jobs.models import Job
 from jobs.workflow_models import Dependency, DepState, JobArray
+from quotas import scoped
 
 Node = workflow.Node
 
@@ -27,19 +28,17 @@ def counts_of(array_ids: Iterable[int]) -> dict[int, dict[str, int]]:
     return {aid: workflow.full_counts(r) for aid, r in rows.items()}
 
 
-def _lock_share(table: str, ids: list[int], project_id: int) -> dict[int, tuple]:
-    """FOR SHARE: an ending that races this submit either committed before (its state is read here) or waits
-    until the new dependency rows are committed (and then settles them)."""
+def _lock_share(rows: QuerySet, ids: list[int], columns: tuple[str, ...]) -> dict[int, tuple]:
+    """The project's rows (from quotas.scoped) among `ids`, FOR SHARE: an ending that races this submit either
+    committed before (its state is read here) or waits until the new dependency rows are committed (and then
+    settles them). Django has no FOR SHARE: the queryset's own SQL is run with the clause added."""
     if not ids:
         return {}
-    cols = "id, state, reason" if table == Job._meta.db_table else "id, count, held"
+    sql, params = rows.filter(pk__in=ids).order_by("pk").values_list("pk", *columns).query.sql_with_params()
+    if connection.vendor == "postgresql":
+        sql += " FOR SHARE"
     with connection.cursor() as cur:
-        vendor_lock = " FOR SHARE" if connection.vendor == "postgresql" else ""
-        placeholders = ", ".join(["%s"] * len(ids))
-        cur.execute(
-            f"SELECT {cols} FROM {table} WHERE id IN ({placeholders}) AND project_id = %s ORDER BY id{vendor_lock}",
-            [*ids, project_id],
-        )
+        cur.execute(sql, params)
         return {row[0]: row for row in cur.fetchall()}
 
 
@@ -62,14 +61,14 @@ def attach(*, waiter: Node, project, depends_on: list[dict]) -> tuple[str, str]:
     (verdict, pending reason). 404 for a job or array not in the project; 400 dependency_cycle for a cycle."""
     job_ids = [d["job"] for d in depends_on if "job" in d]
     array_ids = [d["array"] for d in depends_on if "array" in d]
-    jobs = _lock_share(Job._meta.db_table, job_ids, project.pk)
-    arrays = _lock_share(JobArray._meta.db_table, array_ids, project.pk)
+    jobs = _lock_share(scoped.jobs(project=project), job_ids, ("state", "reason"))
+    arrays = _lock_share(scoped.arrays(project=project), array_ids, ("count", "held"))
     for i in job_ids:
         if i not in jobs:
-            raise NotFound(f"No such job: {i}.")
+            raise scoped.missing("job", i, "depends_on")
     for i in array_ids:
         if i not in arrays:
-            raise NotFound(f"No such array: {i}.")
+            raise scoped.missing("array", i, "depends_on")
     targets = [("job", d["job"]) if "job" in d else ("array", d["array"]) for d in depends_on]
     cycle = workflow.find_cycle(waiter, targets, parents)
     if cycle:

@@ -18,6 +18,7 @@ from euler.errors import EulerError, InvalidInput, NotFound, Unauthorized
 from jobs import logstore
 from jobs.models import Attempt, Job
 from jobs.states import ATTEMPT_ACTIVE, TERMINAL
+from quotas import scoped
 from quotas.access import declare, member
 
 FOLLOW_POLL_SECONDS = 0.25
@@ -66,10 +67,10 @@ def parse_attempt(raw: str | None) -> int | None:
 
 def log_target(*, project, job_id: int, attempt_number: int | None = None) -> Target:
     """The job (404 when it is another project's) and the attempt to read: `attempt_number`, else the latest."""
-    job = Job.objects.filter(pk=job_id, project=project).only("pk", "current_attempt_id").first()
+    job = scoped.jobs(project=project).filter(pk=job_id).only("pk", "current_attempt_id").first()
     if job is None:
         raise NotFound("No such job.", code="not_found")
-    attempts = Attempt.objects.filter(job_id=job.pk)
+    attempts = scoped.attempts(project=project).filter(job_id=job.pk)
     if attempt_number is not None:
         attempt = attempts.filter(number=attempt_number).only("pk", "number").first()
         if attempt is None:

@@ -7,18 +7,22 @@ from django.db.models import Prefetch, QuerySet
 from euler.errors import InvalidInput, NotFound
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import JobState
+from jobs.workflow_models import JobArray
+from quotas import scoped
 
 
 def job_list(*, project, state: str | None = None, array=None) -> QuerySet[Job]:
-    """The project's jobs, newest first; array tasks only when `array` names their array (an id)."""
-    qs = Job.objects.filter(project=project).defer("env").order_by("-created_at", "-id")
+    """The project's jobs, newest first; array tasks only when `array` names their array (an id: another project's,
+    like a missing one, is a 404)."""
+    qs = scoped.jobs(project=project).defer("env").order_by("-created_at", "-id")
     if array in (None, ""):
         qs = qs.filter(array__isnull=True)
+    elif isinstance(array, JobArray):
+        qs = qs.filter(array=array)
     else:
-        try:
-            qs = qs.filter(array_id=int(array))
-        except (TypeError, ValueError):
-            raise InvalidInput("array is an array's id.", code="invalid_array") from None
+        if not str(array).isdigit():
+            raise InvalidInput("array is an array's id.", code="invalid_array")
+        qs = qs.filter(array=scoped.array(project=project, array_id=array, field="array"))
     if state:
         states = [s for s in state.split(",") if s]
         bad = [s for s in states if s not in JobState.values]
@@ -29,12 +33,12 @@ def job_list(*, project, state: str | None = None, array=None) -> QuerySet[Job]:
 
 
 def job_get(*, project, job_id) -> Job:
-    try:
-        job_id = int(job_id)
-    except (TypeError, ValueError):
-        raise NotFound("No such job.") from None
+    job_id = scoped.as_id(job_id)
+    if job_id is None:
+        raise NotFound("No such job.")
     job = (
-        Job.objects.filter(project=project, pk=job_id)
+        scoped.jobs(project=project)
+        .filter(pk=job_id)
         .defer("env")
         .prefetch_related(
             Prefetch("attempts", queryset=Attempt.objects.order_by("number")),

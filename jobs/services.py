@@ -10,12 +10,22 @@ from django.utils import timezone
 import audit
 from euler.errors import Conflict, NotFound
 from jobs import transitions, usage
-from jobs.models import Attempt, Job
-from jobs.outputs import services as output_services
+from jobs.models import Job
+from jobs.outputs import inputs as output_inputs
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, TERMINAL, JobState
 from jobs.wakeups import schedule_on_commit, wake_on_commit
+from quotas import scoped
 
 log = logging.getLogger(__name__)
+
+
+def check_references(*, project, spec: dict) -> None:
+    """The ids that a submission names (`inputs_from`, `depends_on`) resolve in `project` (quotas.scoped): another
+    project's answers 404, as at submit. A schedule's job is checked with this when it is created or changed."""
+    output_inputs.check_inputs(project=project, inputs=spec.get("inputs_from") or [])
+    depends_on = spec.get("depends_on") or []
+    scoped.job_ids(project=project, ids=[d["job"] for d in depends_on if "job" in d], field="depends_on")
+    scoped.array_ids(project=project, ids=[d["array"] for d in depends_on if "array" in d], field="depends_on")
 
 
 @transaction.atomic
@@ -23,7 +33,7 @@ def job_submit(*, project, spec: dict, by=None) -> Job:
     """A new queued job from a validated spec (see jobs.validation); with `depends_on`, a waiting one
     (jobs.arrays.submit_waiting). An `array` spec goes to jobs.arrays.array_submit instead."""
     usage.check_budget(project=project, gpu_count=spec.get("gpu_count", 0))
-    output_services.check_inputs(project=project, inputs=spec.get("inputs_from") or [])
+    output_inputs.check_inputs(project=project, inputs=spec.get("inputs_from") or [])
     spec.pop("array", None)
     depends_on = spec.pop("depends_on", None)
     if depends_on:
@@ -40,7 +50,9 @@ def job_submit(*, project, spec: dict, by=None) -> Job:
 
 
 def _locked(job_id: int, project) -> Job:
-    job = transitions.lock(job_id, project=project)
+    """The project's job, row-locked (env is decrypted only for a node); another project's is a 404."""
+    job_id = scoped.as_id(job_id)
+    job = scoped.jobs(project=project).select_for_update().filter(pk=job_id).defer("env").first() if job_id else None
     if job is None:
         raise NotFound("No such job.")
     return job
@@ -57,7 +69,9 @@ def job_cancel(*, job_id: int, project, by=None) -> Job:
     audit.record("job.cancelled", project=project, target=f"job:{job.pk}", details={"name": job.name}, by=by)
     if attempt is not None:
         # The attempt keeps its resources until the node says the container is gone.
-        Attempt.objects.filter(pk=attempt.pk, state__in=ATTEMPT_ACTIVE, stop_reason="").update(stop_reason="cancelled")
+        scoped.attempts(project=project).filter(pk=attempt.pk, state__in=ATTEMPT_ACTIVE, stop_reason="").update(
+            stop_reason="cancelled"
+        )
         wake_on_commit(attempt.node_id)
     return job
 
@@ -68,7 +82,8 @@ def job_retry(*, job_id: int, project, by=None) -> Job:
     job = _locked(job_id, project)
     if job.state not in TERMINAL:
         raise Conflict(f"Only an ended job can be retried; this one is {job.state}.", code="invalid_transition")
-    if job.current_attempt_id and Attempt.objects.filter(pk=job.current_attempt_id, state__in=ATTEMPT_ACTIVE).exists():
+    stopping = scoped.attempts(project=project).filter(pk=job.current_attempt_id, state__in=ATTEMPT_ACTIVE)
+    if job.current_attempt_id and stopping.exists():
         raise Conflict("The previous attempt is still being stopped; retry in a few seconds.", code="attempt_stopping")
     from jobs import arrays, deps
 

@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 import audit
-from euler.errors import Conflict, EulerError, InvalidInput, NotFound
+from euler.errors import Conflict, EulerError, InvalidInput
 from jobs import services as job_services
-from jobs.models import Job
 from jobs.states import TERMINAL
+from quotas import scoped
 from workflows import cron
 from workflows.models import Overlap, RunOutcome, Schedule, ScheduleRun
 
@@ -26,10 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def get_schedule(*, project, name: str) -> Schedule:
-    found = Schedule.objects.filter(project=project, name=name).first()
-    if found is None:
-        raise NotFound("No such schedule.")
-    return found
+    return scoped.schedule(project=project, name=name)
 
 
 def _check_cron(expression: str, tz: str) -> None:
@@ -47,6 +44,7 @@ def _next(schedule: Schedule, now: datetime) -> datetime | None:
 def schedule_create(*, project, fields: dict, spec: dict, by=None) -> Schedule:
     """`fields`: name, cron, timezone, overlap, enabled; `spec`: a validated job submission (env included)."""
     _check_cron(fields["cron"], fields["timezone"])
+    job_services.check_references(project=project, spec=spec)
     env = spec.pop("env", None) or None
     schedule = Schedule(project=project, spec=spec, env=env, created_by=by, **fields)
     schedule.next_tick_at = _next(schedule, timezone.now())
@@ -63,11 +61,12 @@ def schedule_create(*, project, fields: dict, spec: dict, by=None) -> Schedule:
 @transaction.atomic
 def schedule_update(*, schedule: Schedule, fields: dict, spec: dict | None = None, by=None) -> Schedule:
     """Change fields (and the job spec); the next tick is computed again from now."""
-    schedule = Schedule.objects.select_for_update().get(pk=schedule.pk)
+    schedule = scoped.schedules(project=schedule.project_id).select_for_update().get(pk=schedule.pk)
     for key, value in fields.items():
         setattr(schedule, key, value)
     _check_cron(schedule.cron, schedule.timezone)
     if spec is not None:
+        job_services.check_references(project=schedule.project, spec=spec)
         schedule.env = spec.pop("env", None) or None
         schedule.spec = spec
     schedule.next_tick_at = _next(schedule, timezone.now())
@@ -85,7 +84,7 @@ def schedule_delete(*, schedule: Schedule, by=None) -> None:
 
 def _active_jobs(schedule: Schedule):
     runs = ScheduleRun.objects.filter(schedule=schedule, job__isnull=False).values("job_id")
-    return Job.objects.filter(pk__in=runs).exclude(state__in=TERMINAL)
+    return scoped.jobs(project=schedule.project_id).filter(pk__in=runs).exclude(state__in=TERMINAL)
 
 
 def _submit(schedule: Schedule, run: ScheduleRun) -> None:

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 import audit
 from agents import ssrf
-from euler.errors import InvalidInput, NotFound
+from euler.errors import InvalidInput
+from quotas import scoped
 from workflows import events, signing
 from workflows.models import Delivery, Webhook
 
@@ -31,10 +32,7 @@ def check_destination(url) -> str:
 
 
 def get_hook(*, project, hook_id: int) -> Webhook:
-    found = Webhook.objects.filter(project=project, pk=hook_id).first()
-    if found is None:
-        raise NotFound("No such webhook.")
-    return found
+    return scoped.webhook(project=project, hook_id=hook_id)
 
 
 @transaction.atomic
@@ -63,10 +61,7 @@ def webhook_delete(*, hook: Webhook, by=None) -> None:
 
 
 def get_delivery(*, hook: Webhook, delivery_id: int) -> Delivery:
-    found = Delivery.objects.filter(hook=hook, pk=delivery_id).first()
-    if found is None:
-        raise NotFound("No such delivery.")
-    return found
+    return scoped.delivery(hook=hook, delivery_id=delivery_id)
 
 
 @transaction.atomic

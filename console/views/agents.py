@@ -12,6 +12,7 @@ from console.agentcharts import buckets
 from console.forms import field_for_code, lines, serializer_errors
 from console.views.common import error_message, project_page
 from euler.errors import EulerError
+from quotas import scoped
 
 WINDOWS = {"1h": (timedelta(minutes=5), 12), "24h": (timedelta(hours=1), 24), "7d": (timedelta(hours=6), 28)}
 _SERVICE_FIELDS = {
@@ -72,7 +73,7 @@ def agent_detail(request, name: str):
     Agent = sources.model("agents", "Agent")
     if Agent is None:
         raise Http404
-    agent = Agent.objects.filter(project=request.project, name=name).prefetch_related("instances").first()
+    agent = scoped.agents(project=request.project).filter(name=name).prefetch_related("instances").first()
     if agent is None:
         raise Http404
     window = request.GET.get("window", "24h")

@@ -44,9 +44,9 @@ def job_list(request):
     if query:
         jobs = jobs.filter(Q(name__icontains=query) | Q(image__icontains=query))
     from console.arrays import rows
-    from jobs.workflow_models import JobArray
+    from quotas import scoped
 
-    arrays = JobArray.objects.filter(project=request.project)
+    arrays = scoped.arrays(project=request.project)
     if query:
         arrays = arrays.filter(name__icontains=query)
     array_rows = [] if state else rows(list(arrays.order_by("-created_at", "-id")[:20]))
@@ -159,14 +159,14 @@ def job_new(request):
 def array_detail(request, array_id: int):
     from console.arrays import rows
     from jobs import arrays, deps, selectors
-    from jobs.workflow_models import JobArray
+    from quotas import scoped
 
     try:
         arr = arrays.array_get(project=request.project, array_id=array_id)
     except NotFound:
         raise Http404 from None
-    arr = JobArray.objects.prefetch_related("dependencies").get(pk=arr.pk)
-    tasks = selectors.job_list(project=request.project, array=arr.pk).order_by("array_index")
+    arr = scoped.arrays(project=request.project).prefetch_related("dependencies").get(pk=arr.pk)
+    tasks = selectors.job_list(project=request.project, array=arr).order_by("array_index")
     return render(
         request,
         "console/array_detail.html",

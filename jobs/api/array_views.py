@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 from jobs import arrays, deps, selectors
 from jobs.api.serializers import JOB_PAGE, ArraySerializer, ArrayTaskSerializer, JobSerializer
 from jobs.workflow_models import JobArray
+from quotas import scoped
 from quotas.access import member
 from quotas.api.base import Pagination, paginated, request_project
 
@@ -19,7 +20,7 @@ def _user(request):
 
 
 def array_body(arr: JobArray) -> dict:
-    arr = JobArray.objects.prefetch_related("dependencies").get(pk=arr.pk)
+    arr = scoped.arrays(project=arr.project_id).prefetch_related("dependencies").get(pk=arr.pk)
     return ArraySerializer(arr, context={"counts": deps.counts_of([arr.pk])}).data
 
 
@@ -28,7 +29,7 @@ class ArrayListView(APIView):
 
     @extend_schema(operation_id="arrays_list", responses=paginated(ArraySerializer))
     def get(self, request):
-        qs = JobArray.objects.filter(project=request_project(request)).prefetch_related("dependencies")
+        qs = scoped.arrays(project=request_project(request)).prefetch_related("dependencies")
         paginator = Pagination()
         page = paginator.paginate_queryset(qs.order_by("-created_at", "-id"), request, view=self)
         counts = deps.counts_of([a.pk for a in page])
@@ -53,7 +54,7 @@ class ArrayTasksView(APIView):
     )
     def get(self, request, array_id: int):
         arr = arrays.array_get(project=request_project(request), array_id=array_id)
-        tasks = selectors.job_list(project=arr.project, state=request.query_params.get("state"), array=arr.pk)
+        tasks = selectors.job_list(project=arr.project, state=request.query_params.get("state"), array=arr)
         paginator = Pagination()
         page = paginator.paginate_queryset(tasks.order_by("array_index"), request, view=self)
         return paginator.get_paginated_response(JobSerializer(page, many=True).data)

@@ -11,15 +11,12 @@ from jobs.fencing import current_attempt
 from jobs.models import Job
 from jobs.outputs import store
 from jobs.outputs.models import OutputFile
-from jobs.states import TERMINAL
 from nodeagent import protocol
+from quotas import scoped
 
 
 def project_job(*, project, job_id: int) -> Job:
-    job = Job.objects.filter(project=project, pk=job_id).defer("env").first()
-    if job is None:
-        raise NotFound("No such job.")
-    return job
+    return scoped.job(project=project, job_id=job_id)
 
 
 def job_files(*, job: Job):
@@ -43,7 +40,7 @@ def input_for_node(*, node, attempt_id: int, output_id: int) -> OutputFile:
     `inputs_from`; else 404 (409 `stale_attempt` for an attempt that is not current there)."""
     attempt = current_attempt(node=node, attempt_id=attempt_id)
     job = attempt.job
-    row = OutputFile.objects.filter(pk=output_id, complete=True, project_id=job.project_id).first()
+    row = scoped.outputs(project=job.project_id).filter(pk=output_id, complete=True).first()
     if row is None or not any(i["job"] == row.job_id and i["path"] == row.path for i in job.inputs_from or []):
         raise NotFound("This attempt has no such input.", code="no_such_input")
     return row
@@ -52,12 +49,15 @@ def input_for_node(*, node, attempt_id: int, output_id: int) -> OutputFile:
 def _latest(inputs: list[dict], project_id: int) -> dict[tuple[int, str], OutputFile]:
     if not inputs:
         return {}
-    rows = OutputFile.objects.filter(
-        project_id=project_id,
-        complete=True,
-        job_id__in={i["job"] for i in inputs},
-        path__in={i["path"] for i in inputs},
-    ).order_by("pk")
+    rows = (
+        scoped.outputs(project=project_id)
+        .filter(
+            complete=True,
+            job_id__in={i["job"] for i in inputs},
+            path__in={i["path"] for i in inputs},
+        )
+        .order_by("pk")
+    )
     return {(r.job_id, r.path): r for r in rows}
 
 
@@ -83,25 +83,3 @@ def assignment_fields(*, job: Job, attempt) -> dict:
     if files:
         fields["inputs"] = files
     return fields
-
-
-def inputs_waiting(jobs: list[Job]) -> dict[int, str]:
-    """The scheduler's gate: queued jobs whose inputs are not all stored yet, with the reason each waits."""
-    wanted = [job for job in jobs if job.inputs_from]
-    if not wanted:
-        return {}
-    refs = {i["job"] for job in wanted for i in job.inputs_from}
-    paths = {i["path"] for job in wanted for i in job.inputs_from}
-    have = set(OutputFile.objects.filter(job_id__in=refs, path__in=paths, complete=True).values_list("job_id", "path"))
-    states = dict(Job.objects.filter(pk__in=refs).values_list("pk", "state"))
-    waiting = {}
-    for job in wanted:
-        for i in job.inputs_from:
-            if (i["job"], i["path"]) in have:
-                continue
-            if states.get(i["job"]) in TERMINAL or i["job"] not in states:
-                waiting[job.pk] = f"input {i['path']} of job {i['job']}: that job ended without it (cancel this job)"
-            else:
-                waiting[job.pk] = f"waiting for job {i['job']} to store its output {i['path']}"
-            break
-    return waiting

@@ -1,5 +1,5 @@
-"""Writes of outputs and inputs: checking a submission's inputs, planning a node's manifest, taking its chunks,
-checking a bucket upload, and noting on the job every file that was not kept (never a silent drop)."""
+"""Writes of outputs: planning a node's manifest, taking its chunks, checking a bucket upload, and noting on the job
+every file that was not kept (never a silent drop). A submission's inputs are checked in jobs.outputs.inputs."""
 
 from __future__ import annotations
 
@@ -25,28 +25,6 @@ LISTED_IN_EVENT = 5  # refused files named in one event message; the rest are co
 class ChunkTooLarge(EulerError):
     code = "output_chunk_too_large"
     status_code = 413
-
-
-# --- submit ----------------------------------------------------------------------------------------------------
-def check_inputs(*, project, inputs: list[dict]) -> None:
-    """Each input names a job of this project (else 404, like any other cross-project reference) that declared
-    an output its path falls under (else 400 `no_such_output`), or, once that job stored its outputs, one of them."""
-    for item in inputs:
-        job = Job.objects.filter(pk=item["job"], project=project).only("pk", "outputs").first()
-        if job is None:
-            raise NotFound(f"No such job: {item['job']} (inputs_from).")
-        declared = [p.rsplit("/", 1)[-1] for p in (job.outputs or {}).get("paths", [])]
-        path = item["path"]
-        if not any(path == name or path.startswith(name + "/") for name in declared):
-            raise InvalidInput(
-                f"Job {job.pk} declares no output {path!r} (its outputs are listed under {declared or 'nothing'}).",
-                code="no_such_output",
-            )
-        stored = OutputFile.objects.filter(job=job, complete=True)
-        if stored.exists() and not stored.filter(path=path).exists():
-            raise InvalidInput(
-                f"Job {job.pk} stored no output {path!r} (`euler outputs {job.pk}`).", code="no_such_output"
-            )
 
 
 # --- events ----------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from django.utils import timezone
 from euler import metrics
 from jobs import wakeups
 from jobs.models import Attempt, Job
-from jobs.outputs import selectors as output_selectors
+from jobs.outputs import inputs as output_inputs
 from jobs.scheduling import policy, saving
 from jobs.scheduling.loading import (  # noqa: F401  (re-exported: callers and tests name them through cycle)
     job_snapshot,
@@ -98,7 +98,7 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     if not jobs:
         return stats
     by_id = {job.pk: job for job in jobs}
-    waiting = output_selectors.inputs_waiting(jobs)  # inputs_from: placed once those outputs are stored
+    waiting = output_inputs.inputs_waiting(jobs)  # inputs_from: placed once those outputs are stored (own project)
     jobs = [job for job in jobs if job.pk not in waiting]
     if "nodes" not in rows:  # static node facts once per pass; what attempts hold is re-read every batch
         rows["nodes"], rows["stored"] = node_rows()

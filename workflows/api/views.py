@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from euler.errors import Forbidden
 from jobs.api.serializers import JobCreateSerializer
-from quotas import roles
+from quotas import roles, scoped
 from quotas.access import member, owner
 from quotas.api.base import Pagination, paginated, request_project, request_role, request_user
 from workflows import schedules, webhooks
@@ -164,5 +164,5 @@ class RedeliverView(APIView):
         hook = webhooks.get_hook(project=request_project(request), hook_id=hook_id)
         original = webhooks.get_delivery(hook=hook, delivery_id=delivery_id)
         copy = webhooks.redeliver(delivery=original, by=request_user(request))
-        copy = Delivery.objects.prefetch_related("tries").get(pk=copy.pk)
+        copy = scoped.deliveries(project=hook.project_id).prefetch_related("tries").get(pk=copy.pk)
         return Response(DeliveryOut(copy).data, status=status.HTTP_202_ACCEPTED)
