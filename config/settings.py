@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "gateway",
     "audit",
     "workflows",
+    "lending",
     "nodeagent",
     "console",
 ]
