@@ -1,4 +1,5 @@
-"""What lent machines ran and for whom (one ledger entry per ended attempt), and each machine's lending terms."""
+"""What lent machines ran and for whom: one ledger entry per ended attempt. (A machine's terms and reliability
+score live on the node: nodes.Node.lender_terms, .reliability, read by the scheduler.)"""
 
 from __future__ import annotations
 
@@ -47,26 +48,3 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"ledger: attempt {self.attempt_ref} on {self.node_name} ({self.outcome})"
-
-
-class Terms(models.Model):
-    """What a node's lender allows: when (windows in their zone), how much (caps below the approved capacity),
-    for whom (projects) and how long a job may run. No row: no terms beyond the operator's approval."""
-
-    node = models.OneToOneField("nodes.Node", on_delete=models.CASCADE, primary_key=True, related_name="terms")
-    timezone = models.CharField(max_length=64, default="UTC")
-    windows = models.JSONField(default=list, blank=True)  # [{"days": [0..6], "start": "HH:MM", "end": "HH:MM"}]
-    max_cpu_milli = models.BigIntegerField(null=True, blank=True)
-    max_memory_bytes = models.BigIntegerField(null=True, blank=True)
-    max_gpus = models.IntegerField(null=True, blank=True)
-    max_disk_bytes = models.BigIntegerField(null=True, blank=True)
-    allowed_projects = models.JSONField(default=list, blank=True)  # project names; []: every project
-    max_job_hours = models.FloatField(null=True, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-
-    class Meta:
-        verbose_name_plural = "terms"
-
-    def __str__(self) -> str:
-        return f"terms of node {self.node_id}"
