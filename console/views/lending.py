@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -28,13 +29,12 @@ def my_machines(request):
 @login_required
 @require_POST
 def machine_terms(request, name: str):
-    from euler.errors import NotFound
     from lending.machines import lent_node
     from lending.terms import terms_set
 
     node = lent_node(request.user, name)
     if node is None:
-        raise NotFound("No such node among the machines you lent.")
+        raise Http404("No such node among the machines you lent.")
     try:
         terms_set(node=node, data=terms_from_form(request.POST), by=request.user)
     except EulerError as exc:
