@@ -10,6 +10,7 @@ from jobs.scheduling.terms import DAYS, parse_hhmm
 
 SHORTHANDS = {"weekdays": DAYS[:5], "weekends": DAYS[5:], "daily": DAYS}
 MAX_WINDOWS = 14
+MAX_PROJECTS = 100
 MAX_JOB_HOURS = 24 * 365
 CAPS = ("max_cpu_milli", "max_memory_bytes", "max_gpus", "max_disk_bytes")
 FIELDS = ("timezone", "windows", *CAPS, "allowed_projects", "max_job_hours")
@@ -80,8 +81,8 @@ def validate(data: dict, *, node, project_ids_by_name: dict[str, int]) -> dict:
             )
         out[cap] = value
     names = data.get("allowed_projects") or []
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise _bad("allowed_projects is a list of project names.")
+    if not isinstance(names, list) or len(names) > MAX_PROJECTS or not all(isinstance(n, str) for n in names):
+        raise _bad(f"allowed_projects is a list of at most {MAX_PROJECTS} project names.")
     missing = [n for n in names if n not in project_ids_by_name]
     if missing:
         raise _bad(f"No project named {missing[0]!r}.", "unknown_project")
@@ -123,7 +124,8 @@ def terms_set(*, node, data: dict, by) -> dict:
     from quotas.models import Project
 
     names = data.get("allowed_projects") if isinstance(data, dict) else None
-    ids = dict(Project.objects.filter(name__in=names).values_list("name", "pk")) if isinstance(names, list) else {}
+    wanted = [n for n in names[: MAX_PROJECTS + 1] if isinstance(n, str)] if isinstance(names, list) else []
+    ids = dict(Project.objects.filter(name__in=wanted).values_list("name", "pk")) if wanted else {}
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(pk=node.pk)
         clean = validate(data, node=locked, project_ids_by_name={str(k): v for k, v in ids.items()})

@@ -42,7 +42,7 @@ def test_the_lender_sees_their_machine_its_chart_and_sets_terms(
     card = page.locator('[data-machine="olivias-box"]')
     expect(card).to_contain_text("Jobs running now")
     assert card.locator("figure.chart svg rect").count() >= 5
-    page.get_by_text("Terms").first.click()
+    card.locator("summary").click()
     assert page.evaluate(UNLABELLED) == []
     card.get_by_label("Longest job (hours)").fill("6")
     card.get_by_label("Availability windows, one per line (empty: always)").fill("weekdays 20:00-08:00")
