@@ -45,38 +45,31 @@ def credited(outcome: str) -> bool:
     return outcome not in NOT_CREDITED
 
 
-def record(*, attempt_id: int):
-    """Write the ended attempt's entry; a second call for the same attempt adds nothing (unique attempt_ref).
+ROW_FIELDS = (
+    "id", "job_id", "node_id", "node_name", "state", "reason", "started_at", "ended_at", "cpu_milli", "memory_bytes",
+    "disk_bytes", "gpu_uuids", "job__project_id", "job__project__name",
+)  # fmt: skip
 
-    Runs inside the transaction that ended the attempt (jobs.signals.attempt_ended), so the entry commits or rolls
-    back with the ending itself: no ended attempt without its entry, no entry for an attempt still running.
-    """
-    from django.db import IntegrityError, transaction
 
-    from jobs.models import Attempt
-    from lending.models import LedgerEntry
+def lenders_of(node_ids) -> dict[int, tuple[int, str]]:
+    """Per node, its lender (id, username): who created the latest enrollment token it enrolled with."""
     from nodes.models import EnrollmentToken
 
-    row = (
-        Attempt.objects.filter(pk=attempt_id)
-        .values(
-            "job_id", "node_id", "node_name", "state", "reason", "started_at", "ended_at", "cpu_milli",
-            "memory_bytes", "disk_bytes", "gpu_uuids", "job__project_id", "job__project__name",
-        )
-        .first()
-    )  # fmt: skip
-    if row is None or row["ended_at"] is None:
-        return None
-    lender_id, lender_name = None, ""
-    if row["node_id"] is not None:
-        token = (
-            EnrollmentToken.objects.filter(node_id=row["node_id"], created_by__isnull=False)
-            .values("created_by_id", "created_by__username")
-            .order_by("-created_at")
-            .first()
-        )
-        if token:
-            lender_id, lender_name = token["created_by_id"], token["created_by__username"]
+    found: dict[int, tuple[int, str]] = {}
+    rows = (
+        EnrollmentToken.objects.filter(node_id__in=list(node_ids), created_by__isnull=False)
+        .order_by("created_at", "id")
+        .values_list("node_id", "created_by_id", "created_by__username")
+    )
+    for node_id, user_id, username in rows:
+        found[node_id] = (user_id, username)  # the latest wins
+    return found
+
+
+def entry_for(row: dict, lender: tuple[int, str] | None):
+    """The unsaved entry of an ended attempt's row (ROW_FIELDS) and its lender."""
+    from lending.models import LedgerEntry
+
     f = figures(
         started_at=row["started_at"],
         ended_at=row["ended_at"],
@@ -85,9 +78,10 @@ def record(*, attempt_id: int):
         disk_bytes=row["disk_bytes"],
         gpus=len(row["gpu_uuids"] or []),
     )
-    entry = LedgerEntry(
-        attempt_id=attempt_id,
-        attempt_ref=attempt_id,
+    lender_id, lender_name = lender or (None, "")
+    return LedgerEntry(
+        attempt_id=row["id"],
+        attempt_ref=row["id"],
         job_ref=row["job_id"],
         project_id=row["job__project_id"],
         project_name=row["job__project__name"] or "",
@@ -108,6 +102,23 @@ def record(*, attempt_id: int):
         memory_gib_ms=f.memory_gib_ms,
         disk_gib_ms=f.disk_gib_ms,
     )
+
+
+def record(*, attempt_id: int):
+    """Write the ended attempt's entry; a second call for the same attempt adds nothing (unique attempt_ref).
+
+    Runs inside the transaction that ended the attempt (jobs.signals.attempt_ended), so the entry commits or rolls
+    back with the ending itself: no ended attempt without its entry, no entry for an attempt still running.
+    """
+    from django.db import IntegrityError, transaction
+
+    from jobs.models import Attempt
+
+    row = Attempt.objects.filter(pk=attempt_id).values(*ROW_FIELDS).first()
+    if row is None or row["ended_at"] is None:
+        return None
+    lender = lenders_of([row["node_id"]]).get(row["node_id"]) if row["node_id"] is not None else None
+    entry = entry_for(row, lender)
     try:
         with transaction.atomic():  # a savepoint: a duplicate leaves the caller's transaction usable
             entry.save()
@@ -116,9 +127,10 @@ def record(*, attempt_id: int):
     return entry
 
 
-def backfill(*, batch: int = 500) -> int:
-    """Record every ended attempt that has no entry yet (attempts that ended before the ledger existed); returns
-    how many it wrote. Running it again writes nothing: each attempt has one entry at most."""
+def backfill(*, batch: int = 1000) -> int:
+    """Record every ended attempt that has no entry yet (attempts that ended before the ledger existed), a batch
+    per statement; returns how many it wrote. Running it again writes nothing: each attempt has one entry at most
+    (an attempt recorded meanwhile by its ending is skipped by the unique attempt_ref)."""
     from django.db import transaction
 
     from jobs.models import Attempt
@@ -127,15 +139,19 @@ def backfill(*, batch: int = 500) -> int:
 
     written, after = 0, 0
     while True:
-        ids = list(
+        rows = list(
             Attempt.objects.filter(pk__gt=after, state__in=ATTEMPT_ENDED, ended_at__isnull=False)
             .exclude(pk__in=LedgerEntry.objects.filter(attempt_ref__gt=after).values("attempt_ref"))
             .order_by("pk")
-            .values_list("pk", flat=True)[:batch]
+            .values(*ROW_FIELDS)[:batch]
         )
-        if not ids:
+        if not rows:
             return written
-        for attempt_id in ids:
-            with transaction.atomic():
-                written += record(attempt_id=attempt_id) is not None
+        lenders = lenders_of({r["node_id"] for r in rows if r["node_id"] is not None})
+        ids = [r["id"] for r in rows]
+        with transaction.atomic():
+            before = LedgerEntry.objects.filter(attempt_ref__in=ids).count()
+            LedgerEntry.objects.bulk_create([entry_for(r, lenders.get(r["node_id"])) for r in rows],
+                                            ignore_conflicts=True)  # fmt: skip
+            written += LedgerEntry.objects.filter(attempt_ref__in=ids).count() - before
         after = ids[-1]
