@@ -16,6 +16,7 @@ class Action(models.TextChoices):
     NODE_DRAINED = "node.drained"
     NODE_UNDRAINED = "node.undrained"
     NODE_GPU_RESET = "node.gpu_reset"
+    NODE_TERMS_CHANGED = "node.terms_changed"
     NODE_CREDENTIAL_ROTATED = "node.credential_rotated"
     NODE_CREDENTIAL_REVOKED = "node.credential_revoked"
     ENROLLMENT_TOKEN_CREATED = "enrollment_token.created"

@@ -1,7 +1,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from console.views import activity, agents, auth, dashboard, jobs, keys, members, nodes, usage, workflows
+from console.views import activity, agents, auth, dashboard, jobs, keys, lending, members, nodes, usage, workflows
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -17,6 +17,8 @@ urlpatterns = [
     path("members/<id:user_id>/role/", members.member_role, name="member-role"),
     path("members/<id:user_id>/remove/", members.member_remove, name="member-remove"),
     path("nodes/", nodes.nodes, name="nodes"),
+    path("lending/", lending.my_machines, name="my-machines"),
+    path("lending/<str:name>/terms/", lending.machine_terms, name="machine-terms"),
     path("usage/", usage.usage, name="usage"),
     path("activity/", activity.activity, name="activity"),
     path("jobs/", jobs.job_list, name="jobs"),

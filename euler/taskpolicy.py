@@ -52,6 +52,7 @@ def policies(*, health_deadline: float) -> dict[str, TaskPolicy]:
         "jobs.tasks.enforce_budgets": TaskPolicy(MAINTENANCE, 50.0, 60.0),
         "quotas.flush_invocations": TaskPolicy(MAINTENANCE, 25.0, 30.0),
         "jobs.tasks.compact_logs": TaskPolicy(MAINTENANCE, 50.0, 60.0),
+        "lending.tasks.refresh_reliability": TaskPolicy(MAINTENANCE, 250.0, 300.0),  # every approved node
         "gateway.tasks.prune_invocations": TaskPolicy(MAINTENANCE, 900.0, 960.0),
         "workflows.tasks.prune_deliveries": TaskPolicy(MAINTENANCE, 900.0, 960.0),
         "euler.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import fencing, retrypolicy, transitions, usage
+from jobs import fencing, retrypolicy, signals, transitions, usage
 from jobs.models import Attempt, Job
 from jobs.outputs import services as output_services
 from jobs.states import (
@@ -99,6 +99,7 @@ def end_attempt(
     if updated != 1 or job is None:
         return False
     usage.meter(attempt_id=attempt_id, until=now)
+    signals.attempt_ended.send(sender=Attempt, attempt_id=attempt_id, now=now)  # the lenders' ledger
     attempt = Attempt.objects.get(pk=attempt_id)
     _settle_job(job, attempt, outcome=outcome, reason=reason, exit_code=exit_code, now=now)
     schedule_on_commit()  # its resources are free

@@ -39,6 +39,7 @@ class Job(models.Model):
     pool = models.CharField(max_length=8, choices=Pool.choices, default=Pool.ANY)
     min_trust = models.CharField(max_length=10, choices=MinTrust.choices, default=MinTrust.COMMUNITY)
     priority = models.SmallIntegerField(default=0)  # -100..100: orders the project's own queue, then FIFO
+    min_reliability = models.FloatField(default=0.0)  # 0–100: only nodes whose reliability score is at least this
     # Outputs and inputs (jobs/outputs): {"paths": [...], "max_bytes": N} or None; [{"job", "path", "to"}].
     outputs = models.JSONField(null=True, blank=True)
     inputs_from = models.JSONField(default=list, blank=True)

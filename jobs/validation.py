@@ -242,6 +242,13 @@ def priority(value) -> int:
     return _int(value, code="invalid_priority", low=-MAX_PRIORITY, high=MAX_PRIORITY, what="priority")
 
 
+def min_reliability(value) -> float:
+    """0–100: only nodes whose reliability score (lending/reliability.py) is at least this; 0: any node."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+        raise InvalidInput("min_reliability is a number from 0 to 100.", code="invalid_min_reliability")
+    return float(value)
+
+
 def outputs(value) -> dict | None:
     from django.conf import settings
 
@@ -318,6 +325,7 @@ FIELDS = {
     "outputs": (outputs, lambda: None),
     "inputs_from": (output_rules.inputs_from, list),
     "isolation": (isolation, lambda: "default"),
+    "min_reliability": (min_reliability, lambda: 0.0),
 }
 
 # Workflow fields of a submission: not columns of the job (jobs.arrays reads them).

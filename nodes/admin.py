@@ -126,6 +126,7 @@ class NodeAdmin(admin.ModelAdmin):
         "runtime_summary",
         "capacity_change",
         "job_egress",
+        "reliability",
         "last_seen",
         "owner_project",
     ]
@@ -172,6 +173,9 @@ class NodeAdmin(admin.ModelAdmin):
         "allocated_gpus",
         "enrolled_at",
         "approved_at",
+        "lender_terms",
+        "reliability",
+        "reliability_at",
     ]
     exclude = ["credential_lookup", "credential_digest"]
 

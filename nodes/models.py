@@ -83,6 +83,12 @@ class Node(models.Model):
     runtimes = models.JSONField(default=list, blank=True)
     approved_runtimes = models.JSONField(null=True, blank=True, default=None)
     lender_min_isolation = models.CharField(max_length=8, blank=True, default="")
+    # The lender's terms (lending/terms.py validates them, jobs/scheduling applies them): availability windows in
+    # their zone, caps below the approved capacity, allowed projects, the longest job; {}: none.
+    lender_terms = models.JSONField(default=dict, blank=True)
+    # 0–100 from Euler's own records over a rolling window (lending/reliability.py); null: not computed yet.
+    reliability = models.FloatField(null=True, blank=True, default=None)
+    reliability_at = models.DateTimeField(null=True, blank=True, default=None)
     # Kept by the scheduler (jobs app) as it places and frees attempts; shown as free capacity.
     allocated_cpu_milli = models.BigIntegerField(default=0)
     allocated_memory_bytes = models.BigIntegerField(default=0)

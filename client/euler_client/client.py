@@ -117,6 +117,9 @@ class Client:
     def patch(self, path: str, body: dict) -> object:
         return self.request("PATCH", path, json=body).json()
 
+    def put(self, path: str, body: dict) -> object:
+        return self.request("PUT", path, json=body).json()
+
     def delete(self, path: str) -> None:
         self.request("DELETE", path)
 

@@ -28,6 +28,20 @@ class Nodes:
         """A one-time enrollment token (`token` is shown once): trust, region, labels, label, ttl."""
         return self.c.post("nodes/enrollment-tokens", {k: v for k, v in fields.items() if v is not None})
 
+    def mine(self) -> list[dict]:
+        """The machines the caller lent: state, what runs there, hours per day, losses, terms, reliability."""
+        return self.c.get("lending")["machines"]
+
+    def terms(self, name: str) -> dict | None:
+        return self.c.get(f"lending/{_quoted(name)}/terms")["terms"]
+
+    def set_terms(self, name: str, terms: dict) -> dict | None:
+        """Replace a lent machine's terms whole ({} clears them)."""
+        return self.c.put(f"lending/{_quoted(name)}/terms", terms)["terms"]
+
+    def ledger(self, *, group_by: str = "lender", month: str | None = None, period: str | None = None) -> dict:
+        return self.c.get("ledger", group_by=group_by, month=month, period=period)
+
     def tokens(self) -> list[dict]:
         return self.c.pages("nodes/enrollment-tokens")
 

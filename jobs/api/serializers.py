@@ -117,6 +117,7 @@ _OPENAPI = {
         },
     },
     "isolation": {"type": "string", "enum": ["default", "sandbox"], "default": "default"},
+    "min_reliability": {"type": "number", "minimum": 0, "maximum": 100, "default": 0},
     "array": {
         "type": "object",
         "nullable": True,
@@ -178,6 +179,7 @@ class JobSerializer(serializers.ModelSerializer):
             "min_trust", "retry_backoff", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
             "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation", "array", "array_index",
+            "min_reliability",
         ]  # fmt: skip
 
 

@@ -17,7 +17,7 @@ import heapq
 
 from jobs.scheduling.filters import static_reject
 from jobs.scheduling.gpufit import GpuKind, Shape, TypedGpus
-from jobs.scheduling.scores import spread
+from jobs.scheduling.scores import LONG_JOB_SECONDS, prefer_reliable, reliability_marks, spread
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot
 
 UNLIMITED = 1 << 62  # the free disk of a node that does not report disk
@@ -45,6 +45,8 @@ def eligibility_key(job: JobSnapshot) -> tuple:
         job.networked,
         job.image,
         job.isolation,
+        job.timeout_seconds,  # lenders' windows and hour limits
+        job.min_reliability,
     )
 
 
@@ -59,6 +61,7 @@ class Relevant:
         self.label_keys = frozenset({k for job in jobs if job.node_selector for k, _ in job.node_selector})
         self.regions = frozenset(job.region for job in jobs if job.region)
         self.projects = frozenset(job.project_id for job in jobs)
+        self.marks = reliability_marks(jobs)  # the scores that some job's min_reliability or length tells apart
         self._labels: dict[frozenset, frozenset] = {}  # nodes share label sets: project each set once
 
     def labels(self, labels: frozenset) -> frozenset | tuple:
@@ -83,6 +86,11 @@ class Relevant:
             node.runtimes,
             node.min_isolation,
             bool(node.gpu_uuids),
+            node.terms_open,
+            node.terms_left,
+            node.terms_projects,
+            node.terms_max_seconds,
+            tuple(node.reliability is not None and node.reliability >= m for m in self.marks) if self.marks else (),
         )
 
 
@@ -259,12 +267,15 @@ class Capacity(TypedGpus):
         shape = shape_of(job)
         if shape in full:
             return None  # the same kind of job found no room earlier in this pass
-        i = self.take(plain, shape) if job.gpu_count == 0 else None
-        if i is None:
-            i = self.take(gpu, shape)
-            if i is None:
-                full.add(shape)
-        return i
+        groups = (plain, gpu) if job.gpu_count == 0 else (gpu,)
+        if job.timeout_seconds >= LONG_JOB_SECONDS:  # a long job tries the reliable nodes of each group first
+            groups = tuple(part for classes in groups for part in prefer_reliable(classes))
+        for classes in groups:
+            i = self.take(classes, shape)
+            if i is not None:
+                return i
+        full.add(shape)
+        return None
 
     def place(self, i: int, job: JobSnapshot) -> tuple[str, ...]:
         """Take the job's resources on node i; the GPUs it gets (by UUID, in device order)."""

@@ -73,6 +73,42 @@ def isolation(node: NodeSnapshot, job: JobSnapshot) -> str | None:
     return tiers.reject(node.runtimes, sandbox=sandbox, networked=job.networked)
 
 
+# A lender's terms (lending/terms.py; the caps are applied to the node's totals when it is loaded). A window's
+# end is a reclaim known ahead: a job must finish by its timeout before the window closes. (A job with a
+# checkpoint could be stopped and resumed instead, but Euler has no checkpoints yet: every job counts as none.)
+
+
+def terms_project(node: NodeSnapshot, job: JobSnapshot) -> str | None:
+    """The lender lends the node to these projects only."""
+    if node.terms_projects is not None and job.project_id not in node.terms_projects:
+        return "terms_project"
+    return None
+
+
+def terms_closed(node: NodeSnapshot, job: JobSnapshot) -> str | None:
+    """Outside every availability window the lender set."""
+    return None if node.terms_open else "terms_closed"
+
+
+def terms_window(node: NodeSnapshot, job: JobSnapshot) -> str | None:
+    """The window closes before the job's timeout could end."""
+    return "terms_window" if node.terms_left is not None and job.timeout_seconds > node.terms_left else None
+
+
+def terms_hours(node: NodeSnapshot, job: JobSnapshot) -> str | None:
+    """The lender's longest job (max_job_hours), against the job's timeout."""
+    if node.terms_max_seconds is not None and job.timeout_seconds > node.terms_max_seconds:
+        return "terms_hours"
+    return None
+
+
+def reliability(node: NodeSnapshot, job: JobSnapshot) -> str | None:
+    """A job's `min_reliability`: nodes not scored yet do not qualify (lending/reliability.py)."""
+    if job.min_reliability and (node.reliability is None or node.reliability < job.min_reliability):
+        return "reliability"
+    return None
+
+
 # In the order pending reasons count them: a node is counted once, for the first filter that rejects it.
 STATIC: tuple[Filter, ...] = (
     approval,
@@ -86,6 +122,11 @@ STATIC: tuple[Filter, ...] = (
     egress,
     image,
     isolation,
+    terms_project,
+    terms_closed,
+    terms_window,
+    terms_hours,
+    reliability,
 )
 
 STATIC_PHRASES = {
@@ -100,6 +141,11 @@ STATIC_PHRASES = {
     "egress": 'refuse networked jobs (egress rules not installed; network "none" jobs fit)',
     "image": "do not allow the job's image (their lenders' EULER_NODE_ALLOWED_IMAGES)",
     "isolation": "lack a sandboxed runtime (the job, the node's trust level or its lender requires one)",
+    "terms_project": "are not lent to this project (their lenders' terms)",
+    "terms_closed": "are outside their lenders' availability windows",
+    "terms_window": "close their availability window before the job's timeout could end",
+    "terms_hours": "take no job this long (their lenders' max_job_hours)",
+    "reliability": "score below the job's min_reliability",
 }
 # The isolation filter's other reasons: a sandbox that cannot run the job's network, no runtime for it at all.
 ISOLATION_PHRASES = {

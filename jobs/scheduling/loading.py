@@ -17,6 +17,7 @@ from django.utils import timezone
 from jobs.models import Attempt, Job
 from jobs.scheduling import fairshare
 from jobs.scheduling import isolation as tiers
+from jobs.scheduling import terms as lender_terms
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, JobState, Network
 
@@ -29,10 +30,14 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
     fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
     fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
     fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error", "allowed_images")
-    fields += ("runtimes", "lender_min_isolation")
+    fields += ("runtimes", "lender_min_isolation", "lender_terms", "reliability")
     table = settings.EULER_TRUST_MIN_ISOLATION
+    now = timezone.now()
     for row in Node.objects.values(*fields, "allocated_gpus"):
         gpus = [g for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0)) if g.get("healthy", True)]
+        terms = lender_terms.read(row["lender_terms"], now=now)
+        if terms.max_gpus is not None:
+            gpus = gpus[: terms.max_gpus]
         snaps.append(
             NodeSnapshot(
                 id=row["id"],
@@ -45,15 +50,20 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 approved=row["approval"] == Approval.APPROVED,
                 online=row["online"],
                 draining=row["draining"],
-                cpu_milli=row["cpu_milli"],
-                memory_bytes=row["memory_bytes"],
-                disk_bytes=row["disk_bytes"],
+                cpu_milli=lender_terms.capped(row["cpu_milli"], terms.max_cpu_milli),
+                memory_bytes=lender_terms.capped(row["memory_bytes"], terms.max_memory_bytes),
+                disk_bytes=lender_terms.capped_disk(row["disk_bytes"], terms.max_disk_bytes),
                 gpu_uuids=tuple(g["uuid"] for g in gpus),  # an unhealthy GPU (XID, ECC) is not offered
                 gpu_kinds=tuple((str(g.get("model", "")), int(g.get("memory_bytes", 0))) for g in gpus),
                 runs_networked=not row["job_egress_error"],  # its agent refuses networked jobs, saying why
                 image_patterns=tuple(row["allowed_images"] or ()),
                 runtimes=tiers.runtimes_from(row["runtimes"]),
                 min_isolation=tiers.node_minimum(row["trust"], row["lender_min_isolation"], table),
+                terms_open=terms.open,
+                terms_left=terms.left,
+                terms_projects=terms.projects,
+                terms_max_seconds=terms.max_seconds,
+                reliability=row["reliability"],
             )
         )
         stored[row["id"]] = (
@@ -119,6 +129,8 @@ def job_snapshot(job: Job) -> JobSnapshot:
         networked=job.network == Network.DEFAULT,
         image=job.image,
         isolation=job.isolation,
+        timeout_seconds=job.timeout_seconds,
+        min_reliability=job.min_reliability,
     )
 
 

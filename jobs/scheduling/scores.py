@@ -27,3 +27,26 @@ def reservation_rank(job: JobSnapshot, cpu_milli: int, memory_bytes: int, gpus: 
         + GPU_WEIGHT * max(0, job.gpu_count - gpus)
     )
     return (short, -(cpu_milli / 1000 + memory_bytes / GIB + GPU_WEIGHT * gpus), node_id)  # -spread(...), inlined
+
+
+# Reliability (lending/reliability.py): a job that may run this long tries the nodes scored at least
+# PREFERRED_RELIABILITY first (spread decides among them), and the others only when none of those has room.
+LONG_JOB_SECONDS = 3600
+PREFERRED_RELIABILITY = 90.0
+
+
+def reliability_marks(jobs: list[JobSnapshot]) -> tuple[float, ...]:
+    """The scores that split nodes into classes in this pass: every min_reliability asked, and the preferred
+    mark when a long job waits (none: the score makes no difference, and costs no classes)."""
+    marks = {job.min_reliability for job in jobs if job.min_reliability}
+    if any(job.timeout_seconds >= LONG_JOB_SECONDS for job in jobs):
+        marks.add(PREFERRED_RELIABILITY)
+    return tuple(sorted(marks))
+
+
+def prefer_reliable(classes: list) -> tuple[list, list]:
+    """Node classes split into those scored at least PREFERRED_RELIABILITY and the rest (order kept)."""
+    good = [c for c in classes if c.rep.reliability is not None and c.rep.reliability >= PREFERRED_RELIABILITY]
+    if not good:
+        return ([], classes)
+    return (good, [c for c in classes if c not in good])

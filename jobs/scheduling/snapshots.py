@@ -32,6 +32,13 @@ class NodeSnapshot:
     image_patterns: tuple[str, ...] = ()  # the lender's allowed images (nodeagent/imageref.py); (): every image
     runtimes: tuple = ()  # isolation.Runtime of each runtime it offers; (): an older agent, the engine's default
     min_isolation: str = "runc"  # the least isolation any job gets here (its trust level's, or its lender's)
+    # The lender's terms (jobs/scheduling/terms.py; caps are already applied to the totals above): open now, and
+    # for how many seconds more (None: no window closes); the projects it takes (None: all); the longest job.
+    terms_open: bool = True
+    terms_left: float | None = None
+    terms_projects: frozenset[int] | None = None
+    terms_max_seconds: float | None = None
+    reliability: float | None = None  # 0–100 (lending/reliability.py); None: not scored yet
 
     used_cpu_milli: int = 0  # held by active attempts
     used_memory_bytes: int = 0
@@ -66,6 +73,8 @@ class JobSnapshot:
     networked: bool = True  # network "default" (the node's egress policy); False: "none", loopback only
     image: str = ""  # as submitted: matched against a node's image_patterns
     isolation: str = ""  # "sandbox": a sandboxed runtime wherever it runs; else what each node requires
+    timeout_seconds: int = 0  # 0: not known (tests of other rules); a lender's window or hour limit reads it
+    min_reliability: float = 0.0  # 0–100: only nodes scored at least this
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,7 @@ class NodeOut(serializers.ModelSerializer):
             "last_heartbeat_at",
             "enrolled_at",
             "approved_at",
+            "reliability",
         ]
 
 

@@ -25,6 +25,7 @@ PURE = (
     "pacing",
     "policy",
     "isolation",
+    "terms",
 )
 
 
@@ -48,6 +49,11 @@ REJECTED_BY = {
     filters.egress: (node(runs_networked=False), job()),
     filters.image: (node(image_patterns=("ghcr.io",)), job(image="alpine:3.20")),
     filters.isolation: (node(), job(isolation="sandbox")),
+    filters.terms_project: (node(terms_projects=frozenset({2})), job()),
+    filters.terms_closed: (node(terms_open=False), job()),
+    filters.terms_window: (node(terms_left=599.0), job(timeout_seconds=600)),
+    filters.terms_hours: (node(terms_max_seconds=3600.0), job(timeout_seconds=3601)),
+    filters.reliability: (node(reliability=79.9), job(min_reliability=80.0)),
 }
 
 

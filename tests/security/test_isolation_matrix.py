@@ -53,6 +53,7 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
     "api/v1/webhooks/<id:hook_id>": (API, [("get", None), ("delete", None)]),
     "api/v1/webhooks/<id:hook_id>/deliveries": (API, [("get", None)]),
     "api/v1/webhooks/<id:hook_id>/deliveries/<id:delivery_id>/redeliver": (API, [("post", {})]),
+    "api/v1/lending/<str:name>/terms": (API, [("get", None), ("put", {"max_job_hours": 1})]),
     # Node protocol: another node's report on alpha's attempt is fenced (409 stale_attempt, "stop it").
     "node-api/v1/attempts/<id:attempt_id>/report": (
         NODE,
@@ -86,6 +87,7 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
     "webhooks/<id:hook_id>/delete/": (CONSOLE, [("post", {})]),
     "webhooks/<id:hook_id>/deliveries/<id:delivery_id>/redeliver/": (CONSOLE, [("post", {})]),
     "agents/<str:name>/": (CONSOLE, [("get", None)]),
+    "lending/<str:name>/terms/": (CONSOLE, [("post", {"max_job_hours": "1"})]),
     "ws/jobs/<id:job_id>/logs/": (WS, [("connect", None)]),
 }
 # Addressed by a secret, not by an object of a project: tested in test_rate_limits.py.
