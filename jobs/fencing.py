@@ -82,8 +82,3 @@ def attempt_for(*, node, attempt_id: int, right: Right, lock: Lock = Lock.NONE) 
     if why:
         raise StaleAttempt(why)
     return attempt
-
-
-def current_attempt(*, node, attempt_id: int) -> Attempt:
-    """The log route's check (Right.LOGS): its job's current attempt on `node`, ended or not."""
-    return attempt_for(node=node, attempt_id=attempt_id, right=Right.LOGS)
