@@ -1,8 +1,8 @@
 """Writes driven by nodes and the clock: attempt reports, lost nodes, the deadline backstop, retry policy.
 
-Attempt rows change by conditional UPDATE (`state IN active`) and the count decides: a duplicate or
-reordered report, or a node fenced off by a newer attempt, finds nothing to update and changes nothing.
-Lock order everywhere: the job row first, then the attempt.
+A node's report passes jobs.fencing first (409 stale_attempt once the attempt ended: a duplicate `ended` changes
+nothing). Attempt rows change by conditional UPDATE (`state IN active`) and the count decides: the clock's and the
+lost node's paths race each other and the reports that way. Lock order everywhere: the job row, then the attempt.
 """
 
 from __future__ import annotations
@@ -108,16 +108,16 @@ def end_attempt(
 
 @transaction.atomic
 def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now: datetime | None = None):
-    """A node's report on its attempt; 409 stale_attempt (stop) unless the attempt is current and on that node."""
+    """A node's report on its attempt. Fenced (jobs.fencing, Right.REPORT): only while the attempt is active, its
+    job's current one, on that node; else 409 stale_attempt (stop) and nothing changes. So a duplicate `ended`
+    report, or one after the server ended the attempt, stores no text, adds no event and sends no webhook."""
     now = now or timezone.now()
-    attempt = fencing.current_attempt(node=node, attempt_id=attempt_id)
-    job = transitions.lock(attempt.job_id)
-    if job is None or job.current_attempt_id != attempt.pk:
-        raise fencing.StaleAttempt()
+    attempt = fencing.attempt_for(node=node, attempt_id=attempt_id, right=fencing.Right.REPORT, lock=fencing.Lock.JOB)
+    job = attempt.job
     if report.state == "running":
         deadline = now + timedelta(seconds=job.timeout_seconds + settings.EULER_JOB_TIMEOUT_GRACE)
         ran_under = {"runtime": report.runtime} if report.runtime else {}  # what the node started it with
-        updated = Attempt.objects.filter(pk=attempt.pk, node=node, state=AttemptState.ASSIGNED).update(
+        updated = Attempt.objects.filter(pk=attempt.pk, state=AttemptState.ASSIGNED).update(
             state=AttemptState.RUNNING,
             started_at=now,
             deadline_at=deadline,
@@ -128,25 +128,24 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
             transitions.move(job, JobState.RUNNING, attempt=attempt, now=now)
         if updated == 1:
             transaction.on_commit(request_pass_if_paced)  # a place in the handover window is free
-    else:
-        outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
-        extra = {"container_id": report.container_id} if report.container_id else {}
-        output_services.note_report(job=job, attempt=attempt, report=report)
-        if report.gpu_stats:
-            extra["gpu_stats"] = [s.model_dump(mode="json") for s in report.gpu_stats]
-        end_attempt(
-            attempt.pk,
-            job.pk,
-            outcome=outcome,
-            reason=report.reason or "exited",
-            exit_code=report.exit_code,
-            message=report.message,
-            now=now,
-            **extra,
-        )
-    current = Attempt.objects.filter(pk=attempt.pk).values("state", "stop_reason").get()
-    stop = report.state == "running" and (current["state"] not in ATTEMPT_ACTIVE or bool(current["stop_reason"]))
-    return protocol.ReportReply(accepted=True, stop=stop)
+        # The rows are locked: the attempt is still active, and a stop asked of it is on the row read.
+        return protocol.ReportReply(accepted=True, stop=bool(attempt.stop_reason))
+    outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
+    extra = {"container_id": report.container_id} if report.container_id else {}
+    output_services.note_report(job=job, attempt=attempt, report=report)
+    if report.gpu_stats:
+        extra["gpu_stats"] = [s.model_dump(mode="json") for s in report.gpu_stats]
+    end_attempt(
+        attempt.pk,
+        job.pk,
+        outcome=outcome,
+        reason=report.reason or "exited",
+        exit_code=report.exit_code,
+        message=report.message,
+        now=now,
+        **extra,
+    )
+    return protocol.ReportReply(accepted=True, stop=False)
 
 
 def node_lost(*, node_id: int, now: datetime | None = None, message: str = "the node went offline") -> int:

@@ -7,7 +7,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 
 from euler.errors import EulerError
-from nodes import gpuhealth, services, transitions
+from nodes import gpuhealth, services
 from nodes.liveness import live_last_seen
 from nodes.models import EnrollmentToken, Node, NodeEvent, TrustLevel
 
@@ -89,7 +89,7 @@ ACTIONS = [
     _action(
         "approve_capacity",
         "Approve the pending capacity change",
-        lambda n, u: transitions.node_capacity_approve(node=n, by=u),
+        lambda n, u: services.node_capacity_approve(node=n, by=u),
     ),
     _action("revoke_credential", "Revoke credential", lambda n, u: services.node_revoke_credential(node=n, by=u)),
     _action(

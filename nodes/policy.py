@@ -170,8 +170,10 @@ def pin_capacity(fields: dict, approved: dict) -> dict:
 
 
 def capacity_to_pin(node) -> dict:
-    """What approving a node's capacity pins: what it reports now, pending figures included."""
-    return {key: (node.pending_capacity or {}).get(key, getattr(node, key)) for key in PINNED}
+    """What approving a node pins: the figures it reports now, for each figure not pinned yet. A figure an operator
+    approved before stays (re-approval after a GPU change, a rejected node approved again): a larger report waits in
+    `pending_capacity` for its own action (transitions.node_capacity_approve), never rides along with an approval."""
+    return {key: getattr(node, key) for key in PINNED if getattr(node, f"approved_{key}") is None}
 
 
 def heartbeat_fields(hb, now) -> dict:

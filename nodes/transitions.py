@@ -56,11 +56,11 @@ def _approve_fields(node: Node, trust: str | None, public_pool: bool | None) -> 
             "An untrusted node cannot join the public pool; make it community first.", code="untrusted_not_public"
         )
     node.public_pool = public_pool
-    if node.approval != Approval.APPROVED:  # approving a node pins what it reports; re-approving keeps the pin
-        for key, value in policy.capacity_to_pin(node).items():
-            setattr(node, key, value)
-            setattr(node, f"approved_{key}", value)
-        node.pending_capacity = {}
+    # Approving pins what the node reports; approving it again (after a GPU change, say) keeps the pin and what is
+    # pending: the pending capacity has its own action, event and audit entry (node_capacity_approve).
+    for key, value in policy.capacity_to_pin(node).items():
+        setattr(node, key, value)
+        setattr(node, f"approved_{key}", value)
     node.approval = Approval.APPROVED
     node.approved_at = timezone.now()
     node.gpu_fingerprint = policy.gpu_fingerprint(node.gpus)

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from euler import metrics
 from euler.env import env_int
 from euler.errors import EulerError, InvalidInput
-from jobs.fencing import current_attempt
+from jobs import fencing
 from jobs.models import Attempt, LogChunk
 from nodeagent import protocol
 from nodes.node_api.base import NodeAPIView
@@ -161,7 +161,7 @@ class AttemptLogsView(NodeAPIView):
         batch = self.parse(request, protocol.LogBatch, code="invalid_log_batch")
         if len({c.seq for c in batch.chunks}) != len(batch.chunks) and _conflicting(batch.chunks):
             raise InvalidInput("Two chunks in one batch share a seq with different data.", code="invalid_log_batch")
-        attempt = current_attempt(node=request.node, attempt_id=attempt_id)
+        attempt = fencing.attempt_for(node=request.node, attempt_id=attempt_id, right=fencing.Right.LOGS)
         return Response(logs_ingest(attempt=attempt, chunks=list(batch.chunks), gaps=list(batch.gaps)))
 
 

@@ -31,6 +31,10 @@ EULER_OUTPUTS_URL_EXPIRY = env_int("EULER_OUTPUTS_URL_EXPIRY", 3600, minimum=60,
 # A job's cap on all its outputs together when its submission names none, and the largest cap it may name.
 EULER_OUTPUTS_DEFAULT_JOB_BYTES = env_int("EULER_OUTPUTS_DEFAULT_JOB_BYTES", 1024**3, minimum=0)
 EULER_OUTPUTS_MAX_JOB_BYTES = env_int("EULER_OUTPUTS_MAX_JOB_BYTES", 64 * 1024**3, minimum=0)
+# The slowest upload the deadline backstop waits for (bytes per second): a job's outputs may take up to
+# EULER_JOB_TIMEOUT_GRACE + outputs.max_bytes / this past its deadline, and only while they make progress
+# (jobs/outputs/keepalive.py).
+EULER_OUTPUTS_UPLOAD_RATE = env_int("EULER_OUTPUTS_UPLOAD_RATE", 1024 * 1024, minimum=1024)
 # Outputs of jobs that ended longer ago than this are deleted (rows and stored files); 0 keeps them.
 EULER_OUTPUTS_RETENTION_DAYS = env_int("EULER_OUTPUTS_RETENTION_DAYS", 30, minimum=0)
 # The stored output bytes a new project's quota allows (Quota.output_bytes).

@@ -2,7 +2,8 @@
 uploads and their offsets, the done call of a presigned PUT, and an input file for the node that holds the attempt.
 
 They authenticate like every node route (NodeAPIView: the node credential, HTTPS) and answer only for the
-current attempt of a job, on the node that holds it (jobs.fencing: 409 `stale_attempt` otherwise)."""
+current attempt of a job, on the node that holds it, while that attempt is active: once its `ended` report was
+accepted they answer 409 `stale_attempt` and change nothing (jobs.fencing)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from rest_framework.views import APIView
 
 from euler.errors import InvalidInput
 from jobs.outputs import selectors, services, store, streaming
-from jobs.outputs.keepalive import extend_deadline
 from nodeagent import protocol
 from nodes.node_api.base import NodeAPIView, _describe
 
@@ -50,7 +50,6 @@ class ManifestView(NodeAPIView):
             what = _describe(exc) if isinstance(exc, pydantic.ValidationError) else f"not JSON: {exc}"
             raise InvalidInput(f"The manifest is not valid: {what}", code="invalid_manifest") from None
         plan = services.plan_manifest(node=request.node, attempt_id=attempt_id, manifest=manifest)
-        extend_deadline(attempt_id=attempt_id)
         return Response(plan.model_dump())
 
 
@@ -68,7 +67,6 @@ class OutputFileView(NodeAPIView):
         data = _read(request, limit, services.ChunkTooLarge(f"A chunk is at most {limit} bytes."))
         reply = services.receive_chunk(node=request.node, attempt_id=attempt_id, file_id=file_id,
                                        content_range=request.META.get("HTTP_CONTENT_RANGE"), data=data)  # fmt: skip
-        extend_deadline(attempt_id=attempt_id)
         return Response(reply.model_dump())
 
 
@@ -77,7 +75,6 @@ class OutputDoneView(NodeAPIView):
 
     def post(self, request, attempt_id: int, file_id: int):
         reply = services.upload_done(node=request.node, attempt_id=attempt_id, file_id=file_id)
-        extend_deadline(attempt_id=attempt_id)
         return Response(reply.model_dump())
 
 
@@ -92,7 +89,7 @@ class InputFileView(NodeAPIView):
 
     def get(self, request, attempt_id: int, output_id: int):
         row = selectors.input_for_node(node=request.node, attempt_id=attempt_id, output_id=output_id)
-        blocks = streaming.body(request, store.iter_range(row.storage_key, 0, None))
+        blocks = streaming.body(request, store.iter_range(row.storage_key, 0, None) if row.size else iter(()))
         response = StreamingHttpResponse(blocks, content_type="application/octet-stream")
         response["Content-Length"] = str(row.size)
         response["X-Euler-Sha256"] = row.sha256

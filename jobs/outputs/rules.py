@@ -6,6 +6,7 @@ Plain functions over plain data; each refusal is an InvalidInput with a stable c
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from euler.errors import InvalidInput
@@ -18,7 +19,14 @@ _RANGE = re.compile(r"^bytes=(\d{0,19})-(\d{0,19})$")
 
 
 def _printable(text: str) -> bool:
-    return not any(ord(c) < 32 or ord(c) == 127 for c in text)
+    """No control character (C0, DEL, C1) and no lone surrogate: what the agent keeps (and PostgreSQL can store)."""
+    return not any(unicodedata.category(c) in ("Cc", "Cs") for c in text)
+
+
+def shown(name: str, limit: int = 200) -> str:
+    """A name as a refusal message may quote it: control characters and lone surrogates escaped, bounded."""
+    text = name.encode("utf-8", "backslashreplace").decode()
+    return "".join(c if unicodedata.category(c) != "Cc" else c.encode("unicode_escape").decode() for c in text)[:limit]
 
 
 def container_path(value, *, what: str, code: str) -> str:
@@ -88,33 +96,66 @@ def inputs_from(value) -> list[dict]:
 
 
 # --- the plan of a manifest ----------------------------------------------------------------------------------
+# Each stored output file counts at least this many bytes against the project's output quota (Quota.output_bytes):
+# an empty file costs a row and a store entry like a small one, so a flood of empty files runs into the quota too.
+FILE_CHARGE_MIN_BYTES = 4096
+
+
+def charge(size: int) -> int:
+    """What a file of `size` bytes counts against the project's output quota."""
+    return max(size, FILE_CHARGE_MIN_BYTES)
+
+
+def declared_bases(paths: list[str]) -> frozenset[str]:
+    """The first part of every name a manifest may list: each declared path's last part (`/out/logs` → `logs`), as
+    the agent names what it collects (nodeagent/outputs/rules.py `declared_base`)."""
+    return frozenset(p.rstrip("/").rsplit("/", 1)[-1] for p in paths)
+
+
 @dataclass(frozen=True)
 class Decision:
     accepted: list[protocol.OutputFile]
     refused: list[protocol.OutputSkip]
 
 
-def plan(files: list[protocol.OutputFile], *, job_cap: int, quota_left: int) -> Decision:
-    """Take files in manifest order while they fit both the job's cap and what the project's quota has left; a
-    file that does not fit is refused (`job_cap` or `quota`) and later, smaller ones may still fit. A path twice
-    or not a valid relative path is refused `bad_name`."""
-    accepted, refused, seen, total = [], [], set(), 0
+def _bad_name(f: protocol.OutputFile, message: str) -> protocol.OutputSkip:
+    return protocol.OutputSkip(path=shown(f.path), reason="bad_name", message=message)
+
+
+def plan(files: list[protocol.OutputFile], *, declared: list[str], job_cap: int, quota_left: int) -> Decision:
+    """Take files in manifest order while they fit both the job's cap (bytes) and what the project's quota has left
+    (`charge`d bytes); a file that does not fit is refused (`job_cap` or `quota`) and later, smaller ones may still
+    fit. Refused `bad_name`: not a valid relative path, a path twice, a name outside the declared paths (the server
+    re-checks what an honest agent does: a modified one could name `.git/config` or `.bashrc`, which a download
+    into the tenant's directory would write), or a file under another file's name (`out/a` and `out/a/b`)."""
+    bases = declared_bases(declared)
+    accepted, refused, named, files_seen, dirs_seen, total, charged = [], [], set(), set(), set(), 0, 0
     for f in files:
-        if output_path(f.path) is None or f.path in seen:
-            refused.append(
-                protocol.OutputSkip(path=f.path[:200], reason="bad_name", message="not a valid, unique relative path")
-            )
+        if output_path(f.path) is None or f.path in named:
+            refused.append(_bad_name(f, "not a valid, unique relative path"))
             continue
-        seen.add(f.path)
+        named.add(f.path)
+        parts = f.path.split("/")
+        if parts[0] not in bases:
+            listed = ", ".join(sorted(bases))[:200]
+            refused.append(_bad_name(f, f"outside the declared outputs (names start with {listed})"))
+            continue
+        parents = {"/".join(parts[:i]) for i in range(1, len(parts))}
+        if f.path in dirs_seen or parents & files_seen:
+            refused.append(_bad_name(f, "a file and a directory of the same name"))
+            continue
         if total + f.size > job_cap:
             refused.append(protocol.OutputSkip(path=f.path, reason="job_cap",
                                                message=f"over the job's output cap of {job_cap} bytes"))  # fmt: skip
             continue
-        if total + f.size > quota_left:
+        if charged + charge(f.size) > quota_left:
             refused.append(protocol.OutputSkip(path=f.path, reason="quota",
                                                message="over the project's output storage quota"))  # fmt: skip
             continue
+        files_seen.add(f.path)
+        dirs_seen |= parents
         total += f.size
+        charged += charge(f.size)
         accepted.append(f)
     return Decision(accepted, refused)
 

@@ -4,12 +4,13 @@ stores, and what an assignment carries (the outputs to collect, the inputs to pl
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Sum, Value
+from django.db.models.functions import Greatest
 
 from euler.errors import NotFound
-from jobs.fencing import current_attempt
+from jobs import fencing
 from jobs.models import Job
-from jobs.outputs import store
+from jobs.outputs import rules, store
 from jobs.outputs.models import OutputFile
 from nodeagent import protocol
 from quotas import scoped
@@ -30,15 +31,25 @@ def job_file(*, job: Job, path: str) -> OutputFile:
     return row
 
 
+def charged_bytes(*, project_id: int, besides=None) -> int:
+    """What the project's output files count against its quota: each file its size, at least
+    rules.FILE_CHARGE_MIN_BYTES (held for uploads under way too); `besides`: leave out that attempt's files."""
+    rows = OutputFile.objects.filter(project_id=project_id)
+    if besides is not None:
+        rows = rows.exclude(attempt=besides)
+    charged = Greatest("size", Value(rules.FILE_CHARGE_MIN_BYTES))
+    return rows.aggregate(n=Sum(charged))["n"] or 0
+
+
 def stored_bytes(*, project) -> int:
-    """Bytes of output the project stores (and holds for uploads under way): what its quota counts."""
-    return OutputFile.objects.filter(project=project).aggregate(n=Sum("size"))["n"] or 0
+    """Bytes of output the project stores (and holds for uploads under way) as its quota counts them."""
+    return charged_bytes(project_id=project.pk)
 
 
 def input_for_node(*, node, attempt_id: int, output_id: int) -> OutputFile:
-    """The input file, if `node` holds the current attempt `attempt_id` and its job names the file in
-    `inputs_from`; else 404 (409 `stale_attempt` for an attempt that is not current there)."""
-    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    """The input file, if `node` holds the active attempt `attempt_id` (jobs.fencing, Right.INPUTS: 409
+    `stale_attempt` otherwise) and its job names the file in `inputs_from`; else 404."""
+    attempt = fencing.attempt_for(node=node, attempt_id=attempt_id, right=fencing.Right.INPUTS)
     job = attempt.job
     row = scoped.outputs(project=job.project_id).filter(pk=output_id, complete=True).first()
     if row is None or not any(i["job"] == row.job_id and i["path"] == row.path for i in job.inputs_from or []):
@@ -73,7 +84,7 @@ def assignment_fields(*, job: Job, attempt) -> dict:
         row = rows.get((item["job"], item["path"]))
         if row is None:
             continue  # removed since the scheduler placed the job (retention): the agent reports it missing
-        if store.is_bucket():
+        if store.is_bucket() and row.size:  # an empty file has no object: the node route serves it
             url, authenticated = store.presigned_get(row.storage_key), False
         else:
             path = protocol.PATH_INPUT_FILE.format(attempt_id=attempt.pk, output_id=row.pk)

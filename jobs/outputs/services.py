@@ -1,20 +1,22 @@
 """Writes of outputs: planning a node's manifest, taking its chunks, checking a bucket upload, and noting on the job
-every file that was not kept (never a silent drop). A submission's inputs are checked in jobs.outputs.inputs."""
+every file that was not kept (never a silent drop). A submission's inputs are checked in jobs.outputs.inputs.
+
+Every node route passes jobs.fencing (Right.OUTPUTS: only while the attempt is active, so not after its `ended`
+report) under a lock that whoever ends the attempt takes too; the deadline backstop moves only on progress
+(keepalive.py). No stored bytes are written under the job and quota locks: an empty file needs none."""
 
 from __future__ import annotations
 
 import hashlib
 import uuid
 
-from django.core.files.base import ContentFile
 from django.db import transaction
-from django.db.models import Sum
 from django.utils import timezone
 
 from euler.errors import Conflict, EulerError, InvalidInput, NotFound
-from jobs.fencing import current_attempt
+from jobs import fencing
 from jobs.models import Attempt, Job, JobEvent
-from jobs.outputs import rules, store
+from jobs.outputs import keepalive, rules, selectors, store
 from jobs.outputs.models import OutputFile
 from nodeagent import protocol
 
@@ -71,8 +73,11 @@ def _quota_left(job: Job, attempt: Attempt) -> int:
     limit = limit.first()
     if limit is None:
         return 0
-    used = OutputFile.objects.filter(project_id=job.project_id).exclude(attempt=attempt).aggregate(n=Sum("size"))["n"]
-    return max(0, limit - (used or 0))
+    return max(0, limit - selectors.charged_bytes(project_id=job.project_id, besides=attempt))
+
+
+def _outputs_of(node, attempt_id: int, *, lock: fencing.Lock) -> Attempt:
+    return fencing.attempt_for(node=node, attempt_id=attempt_id, right=fencing.Right.OUTPUTS, lock=lock)
 
 
 def _upload(row: OutputFile) -> protocol.OutputUpload:
@@ -82,14 +87,14 @@ def _upload(row: OutputFile) -> protocol.OutputUpload:
     return protocol.OutputUpload(file_id=row.pk, path=row.path, method="chunks", offset=row.received)
 
 
-def _new_row(job: Job, attempt: Attempt, f: protocol.OutputFile) -> OutputFile:
-    """An unsaved row for a newly accepted file; an empty file is stored at once (nothing to send)."""
+def _new_row(job: Job, attempt: Attempt, f: protocol.OutputFile, now) -> OutputFile:
+    """An unsaved row for a newly accepted file. An empty file is complete at once: it has no bytes to send and
+    none to store (every reader serves size 0 without the store), so nothing is written under the locks."""
     key = f"jobs/{job.pk}/{attempt.pk}/{uuid.uuid4().hex}"
     row = OutputFile(job=job, attempt=attempt, project_id=job.project_id, path=f.path, size=f.size, sha256=f.sha256,
                      storage_key=key)  # fmt: skip
     if f.size == 0 and f.sha256 == EMPTY_SHA256:
-        store.storage().save(key, ContentFile(b""))
-        row.complete, row.completed_at = True, timezone.now()
+        row.complete, row.received, row.completed_at = True, 0, now
     return row
 
 
@@ -97,20 +102,24 @@ def _new_row(job: Job, attempt: Attempt, f: protocol.OutputFile) -> OutputFile:
 def plan_manifest(*, node, attempt_id: int, manifest: protocol.OutputManifest) -> protocol.OutputsPlan:
     """Which of the manifest's files the server takes, and how each is sent. Idempotent per attempt: a second
     manifest (the agent restarted) keeps the files already held and the offsets reached. An earlier attempt's
-    files are replaced by this one's."""
-    attempt = current_attempt(node=node, attempt_id=attempt_id)
-    job = Job.objects.select_for_update().defer("env").get(pk=attempt.job_id)
+    files are replaced by this one's. Names outside the job's declared paths are refused (rules.plan)."""
+    attempt = _outputs_of(node, attempt_id, lock=fencing.Lock.JOB)
+    job = attempt.job
     if not job.outputs:
         raise InvalidInput("This job declared no outputs.", code="no_outputs_declared")
     OutputFile.objects.filter(job=job).exclude(attempt=attempt).delete()  # each row's file goes on commit
-    decision = rules.plan(list(manifest.files), job_cap=job.outputs["max_bytes"], quota_left=_quota_left(job, attempt))
+    decision = rules.plan(list(manifest.files), declared=job.outputs["paths"], job_cap=job.outputs["max_bytes"],
+                          quota_left=_quota_left(job, attempt))  # fmt: skip
     wanted = {f.path: f for f in decision.accepted}
     held = {row.path: row for row in OutputFile.objects.filter(attempt=attempt)}
     stale = [row.pk for path, row in held.items() if (row.size, row.sha256) != _facts(wanted.get(path))]
     OutputFile.objects.filter(pk__in=stale).delete()  # no longer in the manifest, or another file now
     held = {path: row for path, row in held.items() if row.pk not in set(stale)}
-    fresh = [_new_row(job, attempt, f) for f in decision.accepted if f.path not in held]
+    now = timezone.now()
+    fresh = [_new_row(job, attempt, f, now) for f in decision.accepted if f.path not in held]
     held.update((row.path, row) for row in OutputFile.objects.bulk_create(fresh, batch_size=1000))
+    if any(row.complete for row in fresh):
+        keepalive.on_progress(attempt=attempt, now=now)  # files newly complete (empty ones)
     uploads = [_upload(held[f.path]) for f in decision.accepted if not held[f.path].complete]
     skipped = [*manifest.skipped, *decision.refused]
     total = manifest.skipped_total + len(decision.refused) if manifest.skipped_total else len(skipped)
@@ -141,7 +150,7 @@ def _row(attempt: Attempt, file_id: int) -> OutputFile:
 
 
 def file_state(*, node, attempt_id: int, file_id: int) -> protocol.OutputFileReply:
-    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    attempt = _outputs_of(node, attempt_id, lock=fencing.Lock.NONE)  # a read: where to resume
     row = OutputFile.objects.filter(pk=file_id, attempt=attempt).first()
     if row is None:
         raise NotFound("This attempt has no such output file.", code="no_such_output")
@@ -159,7 +168,7 @@ def receive_chunk(*, node, attempt_id: int, file_id: int, content_range: str | N
 
 @transaction.atomic
 def _receive(*, node, attempt_id: int, file_id: int, content_range: str | None, data: bytes):
-    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    attempt = _outputs_of(node, attempt_id, lock=fencing.Lock.ATTEMPT)  # the bytes land before any `ended`
     row = _row(attempt, file_id)
     if store.is_bucket():
         raise InvalidInput("This server stores outputs in a bucket: PUT to the plan's URL.", code="use_presigned_put")
@@ -171,7 +180,7 @@ def _receive(*, node, attempt_id: int, file_id: int, content_range: str | None, 
         raise InvalidInput(f"The chunk does not match its Content-Range or the file's size ({row.size}).",
                            code="invalid_content_range")  # fmt: skip
     if row.complete:
-        return protocol.OutputFileReply(offset=row.size, complete=True)
+        return protocol.OutputFileReply(offset=row.size, complete=True)  # held already: not progress
     if start != row.received:
         raise Conflict(f"The server holds {row.received} bytes of this file: send from there.",
                        code="offset_mismatch", extra={"offset": row.received})  # fmt: skip
@@ -183,6 +192,7 @@ def _receive(*, node, attempt_id: int, file_id: int, content_range: str | None, 
             return None
         row.complete, row.completed_at = True, timezone.now()
     row.save(update_fields=["received", "complete", "completed_at"])
+    keepalive.on_progress(attempt=attempt)  # a larger offset, or a file newly complete
     return protocol.OutputFileReply(offset=row.received, complete=row.complete)
 
 
@@ -197,7 +207,7 @@ class _Mismatch(InvalidInput):
 @transaction.atomic
 def upload_done(*, node, attempt_id: int, file_id: int) -> protocol.OutputFileReply:
     """A presigned PUT finished: check the object (size, sha256) and mark the file complete."""
-    attempt = current_attempt(node=node, attempt_id=attempt_id)
+    attempt = _outputs_of(node, attempt_id, lock=fencing.Lock.ATTEMPT)
     row = _row(attempt, file_id)
     if row.complete or not store.is_bucket():
         return protocol.OutputFileReply(offset=row.size if row.complete else row.received, complete=row.complete)
@@ -207,4 +217,5 @@ def upload_done(*, node, attempt_id: int, file_id: int) -> protocol.OutputFileRe
                            extra={"offset": 0})  # fmt: skip
     row.received, row.complete, row.completed_at = row.size, True, timezone.now()
     row.save(update_fields=["received", "complete", "completed_at"])
+    keepalive.on_progress(attempt=attempt)  # a file newly complete
     return protocol.OutputFileReply(offset=row.size, complete=True)

@@ -108,21 +108,24 @@ def test_running_then_exit_0_succeeds_and_duplicates_change_nothing(placed, node
     r = report(node_client, cred, attempt.pk, state="ended", reason="exited", exit_code=0)
     assert r.status_code == 200 and state_of(job_id) == "succeeded"
     events = Job.objects.get(pk=job_id).events.count()
-    report(node_client, cred, attempt.pk, state="ended", reason="exited", exit_code=1)
-    report(node_client, cred, attempt.pk, state="running")
+    again = report(node_client, cred, attempt.pk, state="ended", reason="exited", exit_code=1, message="lender text",
+                   outputs="truncated", outputs_message="lender text")  # fmt: skip
+    assert again.status_code == 409 and again.json()["code"] == "stale_attempt"
+    assert report(node_client, cred, attempt.pk, state="running").status_code == 409
     job = Job.objects.get(pk=job_id)
+    assert not job.events.filter(message__contains="lender text").exists()
     assert job.state == "succeeded" and job.events.count() == events
     assert Attempt.objects.get(pk=attempt.pk).exit_code == 0
 
 
-def test_an_end_reported_before_running_wins_and_the_late_running_says_stop(placed, node_client):
+def test_an_end_reported_before_running_wins_and_the_late_running_is_fenced(placed, node_client):
     job_id, attempt, _, cred = placed()
     report(node_client, cred, attempt.pk, state="ended", reason="exited", exit_code=3)
     job = Job.objects.get(pk=job_id)
     assert job.state == "failed" and job.exit_code == 3 and job.reason == "exited"
-    r = report(node_client, cred, attempt.pk, state="running")
-    assert r.json() == {"accepted": True, "stop": True}
-    assert state_of(job_id) == "failed"
+    r = report(node_client, cred, attempt.pk, state="running", container_id="late")
+    assert r.status_code == 409 and r.json()["code"] == "stale_attempt" and r.json()["stop"] is True
+    assert state_of(job_id) == "failed" and Attempt.objects.get(pk=attempt.pk).container_id == ""
 
 
 @pytest.mark.parametrize("reason", ["oom", "image_pull_failed", "start_failed", "timeout"])

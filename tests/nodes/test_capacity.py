@@ -9,6 +9,7 @@ from nodes import services, transitions
 from nodes.models import EventKind, Node
 from nodes.policy import capacity_to_pin, pin_capacity
 from tests.jobs.conftest import seed_body
+from tests.nodes.conftest import resources
 
 pytestmark = pytest.mark.django_db
 
@@ -38,9 +39,15 @@ def test_an_unknown_disk_is_not_less_than_the_approved_one():
     assert out["disk_bytes"] == 10 * GIB and out["pending_capacity"] == {}
 
 
-def test_approving_pins_what_the_node_reports_pending_figures_included():
+def test_approving_pins_what_the_node_reports_and_never_what_is_pending():
     node = Node(cpu_milli=4000, memory_bytes=GIB, disk_bytes=None, pending_capacity={"cpu_milli": 8000})
-    assert capacity_to_pin(node) == {"cpu_milli": 8000, "memory_bytes": GIB, "disk_bytes": None, "runtimes": []}
+    assert capacity_to_pin(node) == {"cpu_milli": 4000, "memory_bytes": GIB, "disk_bytes": None, "runtimes": []}
+
+
+def test_approving_again_keeps_each_figure_pinned_before():
+    node = Node(cpu_milli=4000, approved_cpu_milli=4000, memory_bytes=GIB, approved_memory_bytes=GIB, disk_bytes=5,
+                runtimes=[], approved_runtimes=[], pending_capacity={"cpu_milli": CORES_1000})  # fmt: skip
+    assert capacity_to_pin(node) == {"disk_bytes": 5}  # the one never pinned (unknown at the first approval)
 
 
 # --- black box: the node protocol, the API, the scheduler -------------------------------------------
@@ -167,3 +174,35 @@ def test_the_approvenode_command_approves_the_pending_capacity(approved_4_cores,
     assert "cpu_milli 8000, pending capacity none" in out.getvalue()
     node.refresh_from_db()
     assert (node.cpu_milli, node.approved_cpu_milli) == (8000, 8000)
+
+
+def test_re_approval_after_a_gpu_change_keeps_the_approved_capacity_and_the_pending_change_waits(
+    project, owner, enroll, heartbeat, client, make_user
+):
+    from audit.models import AuditEvent
+    from tests.nodes.conftest import gpu
+
+    _, secret = services.enrollment_token_create(project=project, by=owner)
+    node, cred = enroll(secret, name="lender-gpu", resources=resources(gpus=[gpu("GPU-a", memory=80 << 30)]))
+    node = services.node_approve(node=node)
+    heartbeat(cred, cpu_milli=CORES_1000, gpus=[gpu("GPU-a", memory=80 << 30)])  # held: pending
+    heartbeat(cred, cpu_milli=CORES_1000, gpus=[gpu("GPU-a", memory=(80 << 30) + 1)])  # one byte: back to pending
+    node.refresh_from_db()
+    assert node.approval == "pending" and node.pending_capacity == {"cpu_milli": CORES_1000}
+
+    ops = make_user("ops", staff=True)
+    node = services.node_approve(node=node, by=ops)  # the routine GPU change
+    assert node.approval == "approved" and (node.cpu_milli, node.approved_cpu_milli) == (4000, 4000)
+    assert node.pending_capacity == {"cpu_milli": CORES_1000}
+    assert not node.events.filter(kind=EventKind.CAPACITY_APPROVED).exists()
+
+    client.force_login(ops)  # the pending capacity has its own action: an event and an audit entry of its own
+    assert (
+        client.post("/admin/nodes/node/", {"action": "approve_capacity", "_selected_action": [node.pk]}).status_code
+        == 302
+    )
+    node.refresh_from_db()
+    assert (node.cpu_milli, node.approved_cpu_milli, node.pending_capacity) == (CORES_1000, CORES_1000, {})
+    assert node.events.get(kind=EventKind.CAPACITY_APPROVED).by == ops
+    entry = AuditEvent.objects.filter(target=f"node:{node.name}", details__has_key="capacity").get()
+    assert entry.details["capacity"] == {"before": {"cpu_milli": 4000}, "after": {"cpu_milli": CORES_1000}}

@@ -42,7 +42,10 @@ def test_a_page_without_outputs_declared_has_no_outputs_card(signed_in, job):
 
 
 def test_stored_output_bytes_show_in_the_project_usage(api, signed_in, job, project):
-    stored(job, "out/a", b"x" * 1000)
+    from jobs.outputs.rules import FILE_CHARGE_MIN_BYTES
+
+    stored(job, "out/a", b"x" * 10_000)
+    stored(job, "out/empty", b"")  # counts the minimum charge of a file
     usage = api.get("/api/v1/project").json()["usage"]["output_bytes"]
-    assert usage["used"] == 1000 and usage["limit"] == project.quota.output_bytes
+    assert usage["used"] == 10_000 + FILE_CHARGE_MIN_BYTES and usage["limit"] == project.quota.output_bytes
     assert "Stored job outputs" in signed_in.get("/usage/").content.decode()

@@ -108,8 +108,10 @@ def test_an_attempt_that_is_no_longer_current_is_refused(setup):
 
 def test_files_over_the_job_cap_or_the_quota_are_refused_and_the_job_says_why(project, node_and_credential, make_job,
                                                                               node_api):  # fmt: skip
+    from jobs.outputs.rules import FILE_CHARGE_MIN_BYTES as MIN
+
     node, credential = node_and_credential
-    project.quota.output_bytes = 250
+    project.quota.output_bytes = 3 * MIN  # each file counts at least MIN bytes
     project.quota.save()
     job, attempt = make_job(project, node, outputs={"paths": ["/out"], "max_bytes": 200})
     client = node_api(credential)
@@ -122,11 +124,11 @@ def test_files_over_the_job_cap_or_the_quota_are_refused_and_the_job_says_why(pr
     assert job.outputs_truncated and "out/link (symlink" in job.outputs_reason
     event = JobEvent.objects.filter(job=job, reason__startswith="outputs").last()
     assert "out/b (job_cap" in event.message and "2 output file(s)" in event.message
-    # A second job of the project finds only what the quota has left (250 - 200 held).
+    # A second job of the project finds only what the quota has left (3 MIN - 2 files held).
     job2, attempt2 = make_job(project, node)
     reply = plan(client, attempt2.pk, [entry("out/d", b"d" * 60), entry("out/e", b"e" * 40)]).json()
-    assert [u["path"] for u in reply["uploads"]] == ["out/e"]
-    assert [(r["path"], r["reason"]) for r in reply["refused"]] == [("out/d", "quota")]
+    assert [u["path"] for u in reply["uploads"]] == ["out/d"]
+    assert [(r["path"], r["reason"]) for r in reply["refused"]] == [("out/e", "quota")]
 
 
 def test_a_job_without_declared_outputs_gets_no_plan(project, node_and_credential, make_job, node_api):
@@ -215,3 +217,76 @@ def test_the_ended_report_drops_files_never_finished_and_says_so(setup):
     messages = list(JobEvent.objects.filter(job=job, reason__startswith="outputs").values_list("message", flat=True))
     assert "1 output file(s) were not uploaded in full: out/b" in messages
     assert "outputs were not stored: gone" in messages
+
+
+def _end(client, attempt_id: int, **extra):
+    url = NODE_API + protocol.PATH_ATTEMPT_REPORT.format(attempt_id=attempt_id)
+    return client.post(url, {"state": "ended", "reason": "exited", "exit_code": 0, **extra}, format="json")
+
+
+def _snapshot(job):
+    from jobs.models import Attempt
+
+    rows = list(OutputFile.objects.filter(job=job).order_by("pk").values_list("pk", "path", "received", "complete"))
+    attempt = Attempt.objects.filter(job=job).values_list("state", "deadline_at", "message").get()
+    return rows, attempt, JobEvent.objects.filter(job=job).count(), Job.objects.get(pk=job.pk).outputs_reason
+
+
+def test_after_the_ended_report_every_outputs_route_is_fenced_and_changes_nothing(setup, outputs_store):
+    job, attempt, client = setup
+    up = plan(client, attempt.pk, [entry("out/a", b"abc"), entry("out/b", b"defg")]).json()["uploads"]
+    upload(client, attempt.pk, up[0]["file_id"], b"abc")
+    put_chunk(client, attempt.pk, up[1]["file_id"], b"de", 0, 4)
+    assert _end(client, attempt.pk, outputs="truncated").status_code == 200
+    before, files = _snapshot(job), sorted(p.name for p in outputs_store.rglob("*") if p.is_file())
+    done = NODE_API + protocol.PATH_ATTEMPT_OUTPUT_DONE.format(attempt_id=attempt.pk, file_id=up[0]["file_id"])
+    replies = [
+        plan(client, attempt.pk, []),  # would delete the stored files
+        plan(client, attempt.pk, [entry("out/run.sh", b"evil")]),  # would swap them
+        put_chunk(client, attempt.pk, up[0]["file_id"], b"xyz", 0, 3),
+        put_chunk(client, attempt.pk, up[1]["file_id"], b"fg", 2, 4),
+        client.post(done),
+        client.get(file_url(attempt.pk, up[0]["file_id"])),
+        _end(client, attempt.pk, outputs="failed", outputs_message="lender text", message="lender text"),
+    ]
+    assert [(r.status_code, r.json()["code"], r.json()["stop"]) for r in replies] == [(409, "stale_attempt", True)] * 7
+    assert _snapshot(job) == before
+    assert sorted(p.name for p in outputs_store.rglob("*") if p.is_file()) == files
+    assert list(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["out/a"]
+
+
+def test_an_input_is_not_served_for_an_attempt_that_ended(project, node_and_credential, make_job, node_api):
+    node, credential = node_and_credential
+    client = node_api(credential)
+    producer, pa = make_job(project, node)
+    fid = plan(client, pa.pk, [entry("out/m", b"abc")]).json()["uploads"][0]["file_id"]
+    upload(client, pa.pk, fid, b"abc")
+    consumer, ca = make_job(project, node, inputs_from=[{"job": producer.pk, "path": "out/m", "to": "/in/m"}])
+    url = NODE_API + protocol.PATH_INPUT_FILE.format(attempt_id=ca.pk, output_id=fid)
+    assert client.get(url).status_code == 200
+    assert _end(client, ca.pk).status_code == 200
+    reply = client.get(url)
+    assert reply.status_code == 409 and reply.json()["code"] == "stale_attempt"
+
+
+def test_names_outside_the_declared_paths_are_refused_never_stored_and_the_job_says_why(setup):
+    job, attempt, client = setup
+    hostile = [".git/config", ".bashrc", ".ssh/authorized_keys", "outx/a"]
+    files = [entry("out/model.bin", b"w"), *(entry(name, b"[core]\n\tfsmonitor = evil\n") for name in hostile)]
+    reply = plan(client, attempt.pk, files).json()
+    assert [u["path"] for u in reply["uploads"]] == ["out/model.bin"]
+    assert [(r["path"], r["reason"]) for r in reply["refused"]] == [(name, "bad_name") for name in hostile]
+    assert list(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["out/model.bin"]
+    job.refresh_from_db()
+    assert job.outputs_truncated and ".git/config (bad_name: outside the declared outputs" in job.outputs_reason
+
+
+def test_an_empty_file_is_stored_without_a_store_write_and_served_as_an_input(setup, outputs_store, make_job,
+                                                                             project):  # fmt: skip
+    job, attempt, client = setup
+    plan(client, attempt.pk, [entry("out/empty", b"")])
+    row = OutputFile.objects.get(job=job, path="out/empty")
+    assert row.complete and not (outputs_store / row.storage_key).exists()
+    consumer, ca = make_job(project, attempt.node, inputs_from=[{"job": job.pk, "path": "out/empty", "to": "/in/e"}])
+    reply = client.get(NODE_API + protocol.PATH_INPUT_FILE.format(attempt_id=ca.pk, output_id=row.pk))
+    assert reply.status_code == 200 and b"".join(reply.streaming_content) == b""

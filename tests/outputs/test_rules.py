@@ -63,27 +63,66 @@ def test_inputs_from_checks_each_input():
         assert exc.value.code == "invalid_inputs_from"
 
 
-@pytest.mark.parametrize("bad", ["", "/abs", "a/../b", "a//b", "./a", "a/", "a\x01b", "a\\b"])
+@pytest.mark.parametrize(
+    "bad", ["", "/abs", "a/../b", "a//b", "./a", "a/", "a\x01b", "a\\b", "a\x85b", "a\x9bb", "a\ud800b"]
+)
 def test_a_manifest_path_must_be_relative_and_plain(bad):
-    assert rules.output_path(bad) is None
+    assert rules.output_path(bad) is None  # C1 controls and lone surrogates too: the agent refuses them (Cc, Cs)
+
+
+MIN = rules.FILE_CHARGE_MIN_BYTES
 
 
 def test_the_plan_takes_files_in_order_while_they_fit_the_job_cap():
-    d = rules.plan([f("a", 40), f("b", 70), f("c", 60)], job_cap=100, quota_left=10**9)
-    assert [x.path for x in d.accepted] == ["a", "c"]
-    assert [(x.path, x.reason) for x in d.refused] == [("b", "job_cap")]
+    d = rules.plan([f("out/a", 40), f("out/b", 70), f("out/c", 60)], declared=["/out"], job_cap=100, quota_left=10**9)
+    assert [x.path for x in d.accepted] == ["out/a", "out/c"]
+    assert [(x.path, x.reason) for x in d.refused] == [("out/b", "job_cap")]
 
 
 def test_the_plan_refuses_what_passes_the_project_quota():
-    d = rules.plan([f("a", 40), f("b", 30)], job_cap=1000, quota_left=50)
-    assert [x.path for x in d.accepted] == ["a"]
-    assert [(x.path, x.reason) for x in d.refused] == [("b", "quota")]
+    d = rules.plan([f("out/a", 5000), f("out/b", 30)], declared=["/out"], job_cap=10**6, quota_left=5000 + MIN - 1)
+    assert [x.path for x in d.accepted] == ["out/a"]
+    assert [(x.path, x.reason) for x in d.refused] == [("out/b", "quota")]  # 30 bytes count as MIN
+
+
+def test_empty_files_count_the_minimum_charge_so_a_flood_of_them_meets_the_quota():
+    files = [protocol.OutputFile(path=f"out/e{i}", size=0, sha256=SHA) for i in range(10)]
+    d = rules.plan(files, declared=["/out"], job_cap=10**6, quota_left=3 * MIN)
+    assert len(d.accepted) == 3 and {x.reason for x in d.refused} == {"quota"} and len(d.refused) == 7
+    assert rules.charge(0) == rules.charge(MIN) == MIN and rules.charge(MIN + 1) == MIN + 1
 
 
 def test_the_plan_refuses_a_path_twice_and_a_bad_name():
-    d = rules.plan([f("a", 1), f("a", 1), f("x/../y", 1)], job_cap=1000, quota_left=1000)
-    assert [x.path for x in d.accepted] == ["a"]
+    d = rules.plan([f("out/a", 1), f("out/a", 1), f("out/x/../y", 1)], declared=["/out"], job_cap=MIN, quota_left=10**9)
+    assert [x.path for x in d.accepted] == ["out/a"]
     assert [x.reason for x in d.refused] == ["bad_name", "bad_name"]
+
+
+@pytest.mark.parametrize(
+    "name", [".git/config", ".bashrc", ".ssh/authorized_keys", "outx/a", "ou/t", "model.bin", "logs2/a", "in/out/a"]
+)
+def test_a_name_outside_the_declared_paths_is_refused_whatever_its_shape(name):
+    d = rules.plan([f(name, 10), f("out/ok", 10)], declared=["/out", "/data/logs"], job_cap=10**6, quota_left=10**9)
+    assert [x.path for x in d.accepted] == ["out/ok"]
+    ((refused),) = d.refused
+    assert (refused.path, refused.reason) == (name, "bad_name") and "outside the declared outputs" in refused.message
+
+
+def test_names_under_each_declared_paths_last_part_are_taken():
+    files = [f("out/a", 1), f("logs/2024/b.txt", 1), f("model.pt", 1), f("out", 1)]
+    d = rules.plan(files, declared=["/out", "/data/logs/", "/w/model.pt"], job_cap=10**6, quota_left=10**9)
+    assert [x.path for x in d.accepted] == ["out/a", "logs/2024/b.txt", "model.pt"]
+    assert [(x.path, x.message) for x in d.refused] == [("out", "a file and a directory of the same name")]
+
+
+def test_a_file_under_another_files_name_is_refused():
+    d = rules.plan([f("out/a", 1), f("out/a/b", 1)], declared=["/out"], job_cap=10**6, quota_left=10**9)
+    assert [x.path for x in d.accepted] == ["out/a"] and [x.reason for x in d.refused] == ["bad_name"]
+
+
+def test_a_refused_name_is_quoted_escaped():
+    d = rules.plan([f("x\x1b[31m", 1)], declared=["/out"], job_cap=10**6, quota_left=10**9)
+    assert d.refused[0].path == "x\\x1b[31m"
 
 
 def test_content_range_of_a_chunk():
