@@ -34,7 +34,7 @@ def job_file(*, job: Job, path: str) -> OutputFile:
 def charged_bytes(*, project_id: int, besides=None) -> int:
     """What the project's output files count against its quota: each file its size, at least
     rules.FILE_CHARGE_MIN_BYTES (held for uploads under way too); `besides`: leave out that attempt's files."""
-    rows = OutputFile.objects.filter(project_id=project_id)
+    rows = scoped.outputs(project=project_id)
     if besides is not None:
         rows = rows.exclude(attempt=besides)
     charged = Greatest("size", Value(rules.FILE_CHARGE_MIN_BYTES))
