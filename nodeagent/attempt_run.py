@@ -22,6 +22,7 @@ from nodeagent.attempt_logs import OutputReader
 from nodeagent.attempt_phase import TERMINAL, WIRE_STATE, Phase, advance, wire_state
 from nodeagent.attempt_record import AttemptRecord
 from nodeagent.attempt_signals import Exited, FirstEntry, Inbox, OutputEnded, StopAsked
+from nodeagent.attempt_spans import Spans
 from nodeagent.docker_runner import RunnerError
 from nodeagent.logship import LogShipper, Stale
 from nodeagent.outputs import hooks as outputs
@@ -61,6 +62,7 @@ class AttemptRun(AttemptRecord):
             flush_seconds=self.ex.log_flush_seconds,
         )
         self.inbox = Inbox(self.shipper.wakeup)
+        self.spans = Spans()  # the start path, timed (nodeagent/attempt_spans.py)
 
     # --- called from other threads ---------------------------------------------------------------
     def running_attempt(self) -> protocol.RunningAttempt:
@@ -94,6 +96,11 @@ class AttemptRun(AttemptRecord):
     def _before_create(self) -> str | None:
         """Before the container is created (fresh attempts only): why this node cannot run it, or None."""
         return None
+
+    def _created(self, cid: str) -> None:
+        self.spans.mark("created")  # and attached
+        self._before_start(cid)
+        self.spans.mark("hooks")
 
     def _before_start(self, cid: str) -> None:
         """The container is created (and attached), not started: place what it needs. RunnerError fails the start."""
@@ -176,6 +183,7 @@ class AttemptRun(AttemptRecord):
             self._end(reason=self.stop_reason, exit_code=None, message="stopped before start")
             return False
         refused = self.ex.refuse_reason(a) or self._before_create()
+        self.spans.mark("checks")
         if refused:
             self._end(reason="start_failed", exit_code=None, message=refused)
             return False
@@ -184,11 +192,14 @@ class AttemptRun(AttemptRecord):
         self.record["gpu_uuids"] = list(a.gpu_uuids)  # ... and on watching the GPUs
         try:
             self.ex.ensure_image(a)
+            self.spans.mark("image")
             # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
             # Attached before the start: the job's output is read from the first byte, with backpressure.
             spec = self.ex.container_spec(a)
             self.record["runtime"] = self.ex.runtime_name(spec)
-            cid, self._attach = runner.create_attach_and_start(spec, before_start=self._before_start)
+            self.spans.mark("spec")
+            cid, self._attach = runner.create_attach_and_start(spec, before_start=self._created)
+            self.spans.mark("started")
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
             self._end(reason=exc.reason, exit_code=None, message=exc.message)
@@ -228,18 +239,25 @@ class AttemptRun(AttemptRecord):
         # The exit is waited for from now on: a short job's end is known by the time the control plane answers.
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True, name=f"euler-exit-{self.attempt_id}").start()
         if not self.record.get("running_reported"):
+            if fresh:
+                self.spans.mark("readers")
             self._report(
                 protocol.AttemptReport(state="running", container_id=cid, runtime=self.record.get("runtime", ""))
             )
             self._save(running_reported=True)
+            if fresh:
+                self.spans.mark("reported")
+                self.spans.log(self.ex.log, self.attempt_id)
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         self._after_start(cid)
         self._run_until_exit(cid)
+        self.spans.mark("exit")
         exit_ = self._exit
         self.exit_code = exit_.code
         if self.phase is not Phase.EXITED:
             self._move(Phase.EXITED)
         self._drain_logs()
+        self.spans.mark("drained")
         self._take_signals()
         if self.stale:
             raise Stale("stale_attempt")
@@ -254,7 +272,11 @@ class AttemptRun(AttemptRecord):
         reason, message = end_reason(
             exit_, stop_reason=self.stop_reason, stop_message=self.stop_message, init_failure=unexecuted
         )
+        self.spans.mark("collected")
         self._end(reason=reason, exit_code=self.exit_code, message=message, **extra)
+        self.spans.mark("ended")
+        if fresh:
+            self.spans.log(self.ex.log, self.attempt_id, "end", since="reported")
         runner.remove(cid)
 
     def _reader(self, cid: str) -> OutputReader:

@@ -1,0 +1,166 @@
+"""Where placed → started goes: the node agent's start path, span by span, beside the engine's own create + start.
+
+    .venv/bin/python bench/start_spans.py [--runs 20] [--warmup 2] [--isolation sandbox]
+
+Boots the real platform like bench/job_latency.py (uvicorn web, Celery worker and beat, one `./euler-node` agent
+on the local Docker engine), then, in alternating rounds so that the machine's load hits both alike:
+- engine: `docker create` + `docker start` of `alpine:3.20 true` with --network none, timed through docker-py's
+  low-level API on the same engine (the wait and the removal are not timed);
+- euler:  `POST /api/v1/jobs` of the same job (`--network none`), read until it shows `succeeded`; the agent's
+  `start spans` log line for its attempt gives each span from the assignment's arrival to the `running` report:
+  checks (runtime, egress, hooks before create), image (present and allowed here), spec (the node's part of
+  the container spec), created (create + attach), hooks (inputs), started (the engine's start), readers (the
+  record, the output reader and the exit waiter), reported (the `running` report's round trip); then the end:
+  exit (until the owner knows the exit), drained (the last logs shipped), collected (outputs, GPU figures, the
+  init's exec failure), ended (the `ended` report's round trip).
+Prints the medians (and p90), and the load averages before and after.
+With `--isolation sandbox` the job asks for a sandbox and the engine pair runs with `runtime="runsc"`; with
+`--network default` the job is on the agent's job network (egress rules) and the engine pair on the engine's bridge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+IMAGE = "alpine:3.20"
+LINE = re.compile(r"(start|end) spans attempt=(\d+) received=([\d.]+) (.*)")
+
+
+def stamp(value: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def engine_pair(api, runtime: str, network: str) -> tuple[float, float]:
+    """(create, start) seconds of one container through docker-py's low-level API; then waited for and removed."""
+    host = api.create_host_config(network_mode=network, runtime=runtime or None)
+    t0 = time.perf_counter()
+    cid = api.create_container(IMAGE, command=["true"], host_config=host, labels={"euler.bench": "start_spans"})["Id"]
+    t1 = time.perf_counter()
+    api.start(cid)
+    t2 = time.perf_counter()
+    api.wait(cid)
+    api.remove_container(cid, force=True)
+    return t1 - t0, t2 - t1
+
+
+def euler_job(http, isolation: str, poll: float, network: str) -> tuple[int, float, float, float, float, float]:
+    """(attempt id, placed wall, started wall, ended wall, seen wall, POST → API shows succeeded seconds)."""
+    body = {"name": "spans", "image": IMAGE, "command": ["true"], "network": network, "cpu_milli": 500,
+            "memory_bytes": 256 << 20, "timeout_seconds": 3600}  # fmt: skip
+    if isolation:
+        body["isolation"] = isolation
+    t0 = time.perf_counter()
+    r = http.post("jobs", json=body)
+    r.raise_for_status()
+    job_id = r.json()["id"]
+    while True:
+        job = http.get(f"jobs/{job_id}").json()
+        if job["state"] == "succeeded":
+            elapsed, seen = time.perf_counter() - t0, time.time()
+            attempt = job["attempts"][-1]
+            placed, started = stamp(attempt["created_at"]), stamp(attempt["started_at"])
+            return attempt["id"], placed, started, stamp(job["ended_at"]), seen, elapsed
+        if job["state"] in ("failed", "cancelled", "lost"):
+            raise SystemExit(f"job {job_id} {job['state']}: {job.get('reason')} {job['attempts'][-1]['message']}")
+        time.sleep(poll)
+
+
+def spans_of(log: str, attempt_id: int) -> tuple[float, dict[str, float]] | None:
+    """(the wall clock the assignment arrived, {span: seconds} of its start and end lines) once both are logged."""
+    found, received = {}, None
+    for m in LINE.finditer(log):
+        if int(m.group(2)) == attempt_id:
+            received = float(m.group(3))
+            prefix = "" if m.group(1) == "start" else "end: "
+            found.update({prefix + k: float(v) / 1000 for k, v in (kv.split("=") for kv in m.group(4).split())})
+    return (received, found) if any(k.startswith("end: ") for k in found) else None
+
+
+def p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.9 * len(ordered)) - 1)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--isolation", default="", choices=["", "sandbox"])
+    parser.add_argument("--network", default="none", choices=["none", "default"], help="the job's network")
+    parser.add_argument("--poll", type=float, default=0.01, help="seconds between reads of the job (cli.py: 0.01)")
+    args = parser.parse_args()
+    import docker
+    from job_latency import boot
+
+    api = docker.from_env().api
+    runtime = "runsc" if args.isolation == "sandbox" else ""
+    load_before = os.getloadavg()
+    rows: dict[str, list[float]] = {}
+    engine: dict[str, list[float]] = {"docker create": [], "docker start": [], "create + start": []}
+    server: dict[str, list[float]] = {
+        "placed → received": [],
+        "placed → started (server)": [],
+        "started → ended (server)": [],
+        "ended → API shows it": [],
+        "POST → succeeded": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
+        platform, http, _ = boot(Path(tmp))
+        agent = next(iter(platform.agents.values()))
+        try:
+            for i in range(args.warmup + args.runs):
+                created, started = engine_pair(api, runtime, "none" if args.network == "none" else "bridge")
+                attempt_id, placed, started_at, ended_at, seen, elapsed = euler_job(
+                    http, args.isolation, args.poll, args.network
+                )
+                found = None
+                for _ in range(100):  # the line is written as the report returns: at most a moment after
+                    found = spans_of(agent.log(), attempt_id)
+                    if found:
+                        break
+                    time.sleep(0.02)
+                if found is None:
+                    raise SystemExit(f"no start spans for attempt {attempt_id} in the agent's log")
+                if i < args.warmup:
+                    continue
+                received, spans = found
+                engine["docker create"].append(created)
+                engine["docker start"].append(started)
+                engine["create + start"].append(created + started)
+                server["placed → received"].append(received - placed)
+                server["placed → started (server)"].append(started_at - placed)
+                server["started → ended (server)"].append(ended_at - started_at)
+                server["ended → API shows it"].append(seen - ended_at)
+                server["POST → succeeded"].append(elapsed)
+                for k, v in spans.items():
+                    rows.setdefault(k, []).append(v)
+                start = sum(v for k, v in spans.items() if not k.startswith("end: "))
+                rows.setdefault("received → reported", []).append(start)
+        finally:
+            http.close()
+            platform.stop()
+    load_after = os.getloadavg()
+    tier = f"isolation {args.isolation}, engine runtime {runtime}" if runtime else "runc"
+    print(f"start path of `{IMAGE} true` --network {args.network} ({tier}), {args.runs} alternating rounds;"
+          f" load average before {'/'.join(f'{x:.1f}' for x in load_before)},"
+          f" after {'/'.join(f'{x:.1f}' for x in load_after)}")  # fmt: skip
+    print(f"  {'span':<28} {'median':>8} {'p90':>8}")
+    for group in (server, rows, engine):
+        for label, values in group.items():
+            print(f"  {label:<28} {statistics.median(values) * 1000:6.1f} ms {p90(values) * 1000:6.1f} ms")
+        print()
+
+
+if __name__ == "__main__":
+    main()
