@@ -23,7 +23,7 @@ from nodeagent.attempt_phase import TERMINAL, WIRE_STATE, Phase, advance, wire_s
 from nodeagent.attempt_record import AttemptRecord
 from nodeagent.attempt_signals import Exited, FirstEntry, Inbox, OutputEnded, StopAsked
 from nodeagent.attempt_spans import Spans
-from nodeagent.docker_runner import RunnerError
+from nodeagent.attempt_start import AttemptStart
 from nodeagent.logship import LogShipper, Stale
 from nodeagent.outputs import hooks as outputs
 
@@ -31,7 +31,7 @@ LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit", "gpu_error": "gpu_error"}
 
 
-class AttemptRun(AttemptRecord):
+class AttemptRun(AttemptStart, AttemptRecord):
     def __init__(self, executor, record: dict, *, assignment: protocol.Assignment | None):
         self.ex = executor
         self.record = record
@@ -63,6 +63,7 @@ class AttemptRun(AttemptRecord):
         )
         self.inbox = Inbox(self.shipper.wakeup)
         self.spans = Spans()  # the start path, timed (nodeagent/attempt_spans.py)
+        self._made = False  # the start's create succeeded (nodeagent/attempt_start.py)
 
     # --- called from other threads ---------------------------------------------------------------
     def running_attempt(self) -> protocol.RunningAttempt:
@@ -96,11 +97,6 @@ class AttemptRun(AttemptRecord):
     def _before_create(self) -> str | None:
         """Before the container is created (fresh attempts only): why this node cannot run it, or None."""
         return None
-
-    def _created(self, cid: str) -> None:
-        self.spans.mark("created")  # and attached
-        self._before_start(cid)
-        self.spans.mark("hooks")
 
     def _before_start(self, cid: str) -> None:
         """The container is created (and attached), not started: place what it needs. RunnerError fails the start."""
@@ -171,43 +167,6 @@ class AttemptRun(AttemptRecord):
             self.stop_reason = REASONS.get(reason, "cancelled")
             self.stop_message = message
         self.stop_asked.set()
-
-    def _start(self) -> bool:
-        """Image, create, start, `running` report; False when the attempt ended before running."""
-        a = self.assignment
-        runner = self.ex.runner
-        self._move(Phase.STARTING)
-        self._save()
-        self._take_signals()
-        if self.stop_reason is not None:
-            self._end(reason=self.stop_reason, exit_code=None, message="stopped before start")
-            return False
-        refused = self.ex.refuse_reason(a) or self._before_create()
-        self.spans.mark("checks")
-        if refused:
-            self._end(reason="start_failed", exit_code=None, message=refused)
-            return False
-        self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
-        outputs.remember(self)
-        self.record["gpu_uuids"] = list(a.gpu_uuids)  # ... and on watching the GPUs
-        try:
-            self.ex.ensure_image(a)
-            self.spans.mark("image")
-            # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
-            # Attached before the start: the job's output is read from the first byte, with backpressure.
-            spec = self.ex.container_spec(a)
-            self.record["runtime"] = self.ex.runtime_name(spec)
-            self.spans.mark("spec")
-            cid, self._attach = runner.create_attach_and_start(spec, before_start=self._created)
-            self.spans.mark("started")
-        except RunnerError as exc:
-            self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
-            self._end(reason=exc.reason, exit_code=None, message=exc.message)
-            return False
-        self.record["container_id"] = cid
-        self.record["deadline"] = time.time() + a.timeout_seconds
-        self._save()
-        return True
 
     def _follow(self, *, fresh: bool) -> None:
         runner, cid = self.ex.runner, self.record["container_id"]
