@@ -143,8 +143,9 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
             now=now,
             **extra,
         )
+        return protocol.ReportReply(accepted=True, stop=False)  # `stop` answers a running report only: no re-read
     current = Attempt.objects.filter(pk=attempt.pk).values("state", "stop_reason").get()
-    stop = report.state == "running" and (current["state"] not in ATTEMPT_ACTIVE or bool(current["stop_reason"]))
+    stop = current["state"] not in ATTEMPT_ACTIVE or bool(current["stop_reason"])
     return protocol.ReportReply(accepted=True, stop=stop)
 
 
