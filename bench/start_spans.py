@@ -32,6 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 IMAGE = "alpine:3.20"
+GETS: list[float] = []  # each read of the job: what the poll itself adds to "ended → API shows it"
 LINE = re.compile(r"(start|end) spans attempt=(\d+) received=([\d.]+) (.*)")
 
 
@@ -65,7 +66,9 @@ def euler_job(http, isolation: str, poll: float, network: str) -> tuple[int, flo
     r.raise_for_status()
     job_id = r.json()["id"]
     while True:
+        g0 = time.perf_counter()
         job = http.get(f"jobs/{job_id}").json()
+        GETS.append(time.perf_counter() - g0)
         if job["state"] == "succeeded":
             elapsed, seen = time.perf_counter() - t0, time.time()
             attempt = job["attempts"][-1]
@@ -156,6 +159,7 @@ def main() -> None:
           f" load average before {'/'.join(f'{x:.1f}' for x in load_before)},"
           f" after {'/'.join(f'{x:.1f}' for x in load_after)}")  # fmt: skip
     print(f"  {'span':<28} {'median':>8} {'p90':>8}")
+    server["GET /jobs/{id} (one read)"] = GETS
     for group in (server, rows, engine):
         for label, values in group.items():
             print(f"  {label:<28} {statistics.median(values) * 1000:6.1f} ms {p90(values) * 1000:6.1f} ms")
