@@ -60,12 +60,13 @@ class ExecutorStart:
         cache.start()  # follows the engine's image events from the first start on
         found = cache.get(image, trust)
         if found is not None:
-            # Most recently used, for the cache cap's pruning: off the path (only Euler's pulls are recorded).
-            threading.Thread(target=self.images.touch, args=(found,), daemon=True, name="euler-image-touch").start()
-            return found
+            image_id, pulled = found
+            if pulled:  # most recently used, for the cache cap's pruning (Euler's pulls only): off the path
+                threading.Thread(target=self.images.touch, args=(image_id,), daemon=True, name="euler-touch").start()
+            return image_id
         generation = cache.generation()
         image_id = self.images.ensure(image, trust=trust)
-        cache.put(image, trust, image_id, generation)
+        cache.put(image, trust, (image_id, image_id in self.images.pulled()), generation)
         return image_id
 
     def refuse_reason(self, assignment: protocol.Assignment) -> str | None:

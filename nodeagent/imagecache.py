@@ -1,4 +1,4 @@
-"""Images already checked for this node: (reference, trust) → image id, so that a start skips the image policy's
+"""Images already checked for this node: (reference, trust) → (image id, pulled by Euler), so that a start skips the image policy's
 engine round trips (nodeagent/images.py) while nothing about its images changed.
 
 Kept only while the engine's event stream for images is connected: any image event (pull, tag, untag, delete,
@@ -21,7 +21,7 @@ class ImageCache:
     def __init__(self, api) -> None:
         self.api = api
         self._lock = threading.Lock()
-        self._ids: dict[tuple[str, str], str] = {}
+        self._ids: dict[tuple[str, str], tuple[str, bool]] = {}
         self._generation = 0
         self._connected = False
         self._stream = None
@@ -29,7 +29,7 @@ class ImageCache:
         self._thread: threading.Thread | None = None
 
     # --- the start path --------------------------------------------------------------------------
-    def get(self, image: str, trust: str) -> str | None:
+    def get(self, image: str, trust: str) -> tuple[str, bool] | None:
         with self._lock:
             return self._ids.get((image, trust)) if self._connected else None
 
@@ -38,10 +38,10 @@ class ImageCache:
         with self._lock:
             return self._generation
 
-    def put(self, image: str, trust: str, image_id: str, generation: int) -> None:
+    def put(self, image: str, trust: str, found: tuple[str, bool], generation: int) -> None:
         with self._lock:
             if self._connected and generation == self._generation:
-                self._ids[(image, trust)] = image_id
+                self._ids[(image, trust)] = found
 
     def forget(self) -> None:
         with self._lock:

@@ -63,18 +63,18 @@ def test_an_image_checked_while_the_stream_is_connected_is_kept_until_an_image_e
     api, first = _EventsApi(), _Stream()
     cache = ImageCache(api)
     assert cache.generation() == 0
-    cache.put("alpine:3.20", "platform", "sha256:a", cache.generation())
+    cache.put("alpine:3.20", "platform", ("sha256:a", False), cache.generation())
     assert cache.get("alpine:3.20", "platform") is None  # not connected yet: nothing is kept
     _connected(cache, api, first)
-    cache.put("alpine:3.20", "platform", "sha256:a", cache.generation())
-    assert cache.get("alpine:3.20", "platform") == "sha256:a"
+    cache.put("alpine:3.20", "platform", ("sha256:a", False), cache.generation())
+    assert cache.get("alpine:3.20", "platform") == ("sha256:a", False)
     assert cache.get("alpine:3.20", "community") is None  # the trust is part of the key
     began = cache.generation()
     first.items.put({"Type": "image", "Action": "untag"})
     wait_for(lambda: cache.get("alpine:3.20", "platform") is None, "the event empties it")
-    cache.put("alpine:3.20", "platform", "sha256:a", began)  # a check begun before the event is not kept
+    cache.put("alpine:3.20", "platform", ("sha256:a", False), began)  # a check begun before the event is not kept
     assert cache.get("alpine:3.20", "platform") is None
-    cache.put("alpine:3.20", "platform", "sha256:a", cache.generation())
+    cache.put("alpine:3.20", "platform", ("sha256:a", False), cache.generation())
     second = _Stream()
     api.streams.put(second)
     first.end()  # the engine restarted: nothing is known until the stream is back, and then nothing is kept
@@ -136,7 +136,7 @@ def test_an_image_removed_behind_the_cache_is_checked_afresh_and_refused_by_poli
     image_id = client.api.inspect_image(image)["Id"]
     client.api.remove_image(image)
     wait_for(lambda: ex.image_cache.generation() >= before + 2, "the tag and untag events seen")
-    ex.image_cache.put(image, "", image_id, ex.image_cache.generation())  # as if its event had not come yet
+    ex.image_cache.put(image, "", (image_id, False), ex.image_cache.generation())  # as if its event had not come yet
     ex.handle_assignment(assignment(63, ["true"], image=image))
     ended = wait_for(lambda: plane.ended(63), "the end")
     assert ended["reason"] == "image_pull_failed" and ended["message"].startswith("image refused by policy")
