@@ -14,6 +14,9 @@ on the local Docker engine), then, in alternating rounds so that the machine's l
   exit (until the owner knows the exit), drained (the last logs shipped), collected (outputs, GPU figures, the
   init's exec failure), ended (the `ended` report's round trip).
 Prints the medians (and p90), and the load averages before and after.
+With `--before DIR` (an older checkout, e.g. `git archive <commit> | tar -x -C DIR`, with `.venv` linked) its
+agent runs as a second node of the same platform, and each round submits one job to each node (the order
+alternating), so that both see the same load; the table then has a column for each.
 With `--isolation sandbox` the job asks for a sandbox and the engine pair runs with `runtime="runsc"`; with
 `--network default` the job is on the agent's job network (egress rules) and the engine pair on the engine's bridge.
 """
@@ -27,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,12 +59,12 @@ def engine_pair(api, runtime: str, network: str) -> tuple[float, float]:
     return t1 - t0, t2 - t1
 
 
-def euler_job(http, isolation: str, poll: float, network: str) -> tuple[int, float, float, float, float, float]:
+def euler_job(http, args, selector: dict) -> tuple[int, float, float, float, float, float]:
     """(attempt id, placed wall, started wall, ended wall, seen wall, POST → API shows succeeded seconds)."""
-    body = {"name": "spans", "image": IMAGE, "command": ["true"], "network": network, "cpu_milli": 500,
-            "memory_bytes": 256 << 20, "timeout_seconds": 3600}  # fmt: skip
-    if isolation:
-        body["isolation"] = isolation
+    body = {"name": "spans", "image": IMAGE, "command": ["true"], "network": args.network, "cpu_milli": 500,
+            "memory_bytes": 256 << 20, "timeout_seconds": 3600, "node_selector": selector}  # fmt: skip
+    if args.isolation:
+        body["isolation"] = args.isolation
     t0 = time.perf_counter()
     r = http.post("jobs", json=body)
     r.raise_for_status()
@@ -76,7 +80,7 @@ def euler_job(http, isolation: str, poll: float, network: str) -> tuple[int, flo
             return attempt["id"], placed, started, stamp(job["ended_at"]), seen, elapsed
         if job["state"] in ("failed", "cancelled", "lost"):
             raise SystemExit(f"job {job_id} {job['state']}: {job.get('reason')} {job['attempts'][-1]['message']}")
-        time.sleep(poll)
+        time.sleep(args.poll)
 
 
 def spans_of(log: str, attempt_id: int) -> tuple[float, dict[str, float]] | None:
@@ -95,6 +99,54 @@ def p90(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.9 * len(ordered)) - 1)]
 
 
+def second_agent(platform, checkout: Path):
+    """A second node whose agent runs from an older checkout (its own `euler-node`, its own working directory:
+    `python -m` puts the working directory first on sys.path), labelled `tree=before`."""
+    from nodes.models import Node
+    from nodes.services import enrollment_token_create, node_approve
+    from tests.e2e import harness
+
+    name = f"before-{uuid.uuid4().hex[:6]}"
+    _, token = enrollment_token_create(trust="platform", label="bench")
+    saved, harness.REPO = harness.REPO, checkout
+    try:
+        agent = platform.start_agent(name, token=token, env={"EULER_NODE_LABELS": "tree=before"})
+    finally:
+        harness.REPO = saved
+    node = platform.wait_for(lambda: Node.objects.filter(name=name).first(), "the older agent enrolls", timeout=120)
+    node_approve(node=node, trust="platform", public_pool=True)
+    platform.wait_for(lambda: Node.objects.get(name=name).online, "the older node is online", timeout=120)
+    return agent
+
+
+def new_figures() -> dict:
+    return {"server": {k: [] for k in SERVER}, "agent": {}}
+
+
+SERVER = ("placed → received", "placed → started (server)", "started → ended (server)", "ended → API shows it",
+          "POST → succeeded")  # fmt: skip
+
+
+def one_round(http, agent, figures: dict, args, selector: dict) -> None:
+    attempt_id, placed, started_at, ended_at, seen, elapsed = euler_job(http, args, selector)
+    found = None
+    for _ in range(100):  # the line is written as the report returns: at most a moment after
+        found = spans_of(agent.log(), attempt_id)
+        if found:
+            break
+        time.sleep(0.02)
+    if found is None:
+        raise SystemExit(f"no start spans for attempt {attempt_id} in the agent's log")
+    received, spans = found
+    values = (received - placed, started_at - placed, ended_at - started_at, seen - ended_at, elapsed)
+    for label, value in zip(SERVER, values, strict=True):
+        figures["server"][label].append(value)
+    for k, v in spans.items():
+        figures["agent"].setdefault(k, []).append(v)
+    start = sum(v for k, v in spans.items() if not k.startswith("end: "))
+    figures["agent"].setdefault("received → reported", []).append(start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -102,6 +154,7 @@ def main() -> None:
     parser.add_argument("--isolation", default="", choices=["", "sandbox"])
     parser.add_argument("--network", default="none", choices=["none", "default"], help="the job's network")
     parser.add_argument("--poll", type=float, default=0.01, help="seconds between reads of the job (cli.py: 0.01)")
+    parser.add_argument("--before", metavar="DIR", type=Path, help="an older checkout: its agent is a second node")
     args = parser.parse_args()
     import docker
     from job_latency import boot
@@ -109,47 +162,25 @@ def main() -> None:
     api = docker.from_env().api
     runtime = "runsc" if args.isolation == "sandbox" else ""
     load_before = os.getloadavg()
-    rows: dict[str, list[float]] = {}
     engine: dict[str, list[float]] = {"docker create": [], "docker start": [], "create + start": []}
-    server: dict[str, list[float]] = {
-        "placed → received": [],
-        "placed → started (server)": [],
-        "started → ended (server)": [],
-        "ended → API shows it": [],
-        "POST → succeeded": [],
-    }
+    trees = {"this checkout": new_figures()}
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
-        platform, http, _ = boot(Path(tmp))
-        agent = next(iter(platform.agents.values()))
+        platform, http, _ = boot(Path(tmp), env={"EULER_NODE_LABELS": "tree=after"} if args.before else None)
+        agents = {"this checkout": (next(iter(platform.agents.values())), {"tree": "after"} if args.before else {})}
         try:
+            if args.before:
+                agents["before"] = (second_agent(platform, args.before.resolve()), {"tree": "before"})
+                trees["before"] = new_figures()
             for i in range(args.warmup + args.runs):
                 created, started = engine_pair(api, runtime, "none" if args.network == "none" else "bridge")
-                attempt_id, placed, started_at, ended_at, seen, elapsed = euler_job(
-                    http, args.isolation, args.poll, args.network
-                )
-                found = None
-                for _ in range(100):  # the line is written as the report returns: at most a moment after
-                    found = spans_of(agent.log(), attempt_id)
-                    if found:
-                        break
-                    time.sleep(0.02)
-                if found is None:
-                    raise SystemExit(f"no start spans for attempt {attempt_id} in the agent's log")
-                if i < args.warmup:
-                    continue
-                received, spans = found
-                engine["docker create"].append(created)
-                engine["docker start"].append(started)
-                engine["create + start"].append(created + started)
-                server["placed → received"].append(received - placed)
-                server["placed → started (server)"].append(started_at - placed)
-                server["started → ended (server)"].append(ended_at - started_at)
-                server["ended → API shows it"].append(seen - ended_at)
-                server["POST → succeeded"].append(elapsed)
-                for k, v in spans.items():
-                    rows.setdefault(k, []).append(v)
-                start = sum(v for k, v in spans.items() if not k.startswith("end: "))
-                rows.setdefault("received → reported", []).append(start)
+                scratch = new_figures() if i < args.warmup else None
+                order = list(agents.items()) if i % 2 == 0 else list(reversed(agents.items()))
+                for tree, (agent, selector) in order:
+                    one_round(http, agent, scratch or trees[tree], args, selector)
+                if scratch is None:
+                    engine["docker create"].append(created)
+                    engine["docker start"].append(started)
+                    engine["create + start"].append(created + started)
         finally:
             http.close()
             platform.stop()
@@ -158,12 +189,23 @@ def main() -> None:
     print(f"start path of `{IMAGE} true` --network {args.network} ({tier}), {args.runs} alternating rounds;"
           f" load average before {'/'.join(f'{x:.1f}' for x in load_before)},"
           f" after {'/'.join(f'{x:.1f}' for x in load_after)}")  # fmt: skip
-    print(f"  {'span':<28} {'median':>8} {'p90':>8}")
-    server["GET /jobs/{id} (one read)"] = GETS
-    for group in (server, rows, engine):
-        for label, values in group.items():
-            print(f"  {label:<28} {statistics.median(values) * 1000:6.1f} ms {p90(values) * 1000:6.1f} ms")
-        print()
+    names = list(trees)
+    print(f"  {'span (median, p90)':<28} " + " ".join(f"{n:>22}" for n in names))
+
+    def row(label: str, columns: list[list[float]]) -> None:
+        cells = [f"{statistics.median(v) * 1000:8.1f} ({p90(v) * 1000:7.1f}) ms" if v else "" for v in columns]
+        print(f"  {label:<28} " + " ".join(f"{c:>22}" for c in cells))
+
+    for label in SERVER:
+        row(label, [trees[n]["server"][label] for n in names])
+    row("GET /jobs/{id} (one read)", [GETS] + [[]] * (len(names) - 1))
+    print()
+    labels = list(dict.fromkeys(k for n in names for k in trees[n]["agent"]))
+    for label in labels:
+        row(label, [trees[n]["agent"].get(label, []) for n in names])
+    print()
+    for label, values in engine.items():
+        row(label, [values])
 
 
 if __name__ == "__main__":
