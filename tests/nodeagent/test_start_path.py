@@ -106,19 +106,28 @@ def test_a_check_beside_answers_when_waited_for_and_one_that_raises_is_a_refusal
 @pytest.mark.docker
 def test_the_executor_checks_an_image_once_and_again_after_an_image_event(make_executor, plane):  # noqa: F811
     ex = make_executor()
+    checks = []
+    check = ex.images.ensure
+    ex.images.ensure = lambda image, trust="": checks.append(image) or check(image, trust=trust)
     ex.image_cache.start()
     wait_for(lambda: ex.image_cache._connected, "the image event stream")
     ex.handle_assignment(assignment(61, ["true"]))
     wait_for(lambda: plane.ended(61), "the first job's end")
-    cached = wait_for(lambda: ex.image_cache.get(IMAGE, ""), "the image cached")
+    assert checks == [IMAGE]
+    kept, generation = ex.image_cache.get(IMAGE, ""), ex.image_cache.generation()
+    ex.handle_assignment(assignment(62, ["true"]))
+    assert wait_for(lambda: plane.ended(62), "the second job's end")["reason"] == "exited"
+    # Not checked again, unless the shared engine reported an image event meanwhile (another test's tag).
+    assert checks == [IMAGE] or not kept or ex.image_cache.generation() != generation
     tag = f"start-{uuid.uuid4().hex[:8]}"
     client = docker.from_env()
     client.api.tag(IMAGE, "euler-test/busybox", tag)  # an image event: whatever was checked is checked again
     try:
         wait_for(lambda: ex.image_cache.get(IMAGE, "") is None, "the tag event empties the cache")
-        ex.handle_assignment(assignment(62, ["true"]))
-        assert wait_for(lambda: plane.ended(62), "the second job's end")["reason"] == "exited"
-        assert wait_for(lambda: ex.image_cache.get(IMAGE, ""), "the image cached again") == cached
+        before = len(checks)
+        ex.handle_assignment(assignment(63, ["true"]))
+        assert wait_for(lambda: plane.ended(63), "the third job's end")["reason"] == "exited"
+        assert len(checks) == before + 1
     finally:
         client.api.remove_image(f"euler-test/busybox:{tag}")
 
@@ -137,10 +146,10 @@ def test_an_image_removed_behind_the_cache_is_checked_afresh_and_refused_by_poli
     client.api.remove_image(image)
     wait_for(lambda: ex.image_cache.generation() >= before + 2, "the tag and untag events seen")
     ex.image_cache.put(image, "", (image_id, False), ex.image_cache.generation())  # as if its event had not come yet
-    ex.handle_assignment(assignment(63, ["true"], image=image))
-    ended = wait_for(lambda: plane.ended(63), "the end")
+    ex.handle_assignment(assignment(66, ["true"], image=image))
+    ended = wait_for(lambda: plane.ended(66), "the end")
     assert ended["reason"] == "image_pull_failed" and ended["message"].startswith("image refused by policy")
-    assert not any(r["state"] == "running" for r in plane.reports[63])
+    assert not any(r["state"] == "running" for r in plane.reports[66])
     assert ex.image_cache.get(image, "") is None
 
 
