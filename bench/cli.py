@@ -12,6 +12,8 @@ turns so that drift hits all alike:
 Prints the medians (and p90), the ratios to docker, and the CPU time (user + sys) of the euler process
 (getrusage of the children), with `euler --version` and `python -c pass` for scale.
 
+`--sandbox` runs the sandbox tier: `docker run --rm --runtime runsc …` against `euler run --isolation sandbox …`
+(and the server path's job asks for `isolation: sandbox`).
 `--before DIR` adds, in each round, `euler run` with PYTHONPATH=DIR: an older client under the same load, e.g.
     git archive 07f023c client | tar -x -C /tmp/before && .venv/bin/python bench/cli.py --before /tmp/before/client
 The client packages are byte-compiled first, as `pip install` leaves them (PYTHONDONTWRITEBYTECODE=1 would
@@ -68,11 +70,12 @@ SPANS: dict[str, list[float]] = {
 }
 
 
-def server_path(http) -> float:
+def server_path(http, extra: dict | None = None) -> float:
     """Submit the same job over the API and read it until it shows succeeded; its spans from the server's records."""
     wall0, t0 = time.time(), time.perf_counter()
     r = http.post("jobs", json={"name": "true", "image": IMAGE, "command": ["true"], "network": "none",
-                                "cpu_milli": 500, "memory_bytes": 256 << 20, "timeout_seconds": 3600})  # fmt: skip
+                                "cpu_milli": 500, "memory_bytes": 256 << 20, "timeout_seconds": 3600,
+                                **(extra or {})})  # fmt: skip
     r.raise_for_status()
     job_id = r.json()["id"]
     while True:
@@ -101,7 +104,15 @@ def main() -> None:
     parser.add_argument("--pairs", "--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--before", metavar="DIR", help="a directory holding an older euler_client, run beside")
+    parser.add_argument(
+        "--sandbox", action="store_true", help="the sandbox tier: `--isolation sandbox` against `--runtime runsc`"
+    )
     args = parser.parse_args()
+    docker_argv, cli_argv, extra = DOCKER, CLI, {}
+    if args.sandbox:
+        docker_argv = [*DOCKER[:3], "--runtime", "runsc", *DOCKER[3:]]
+        cli_argv = [*CLI[:2], "--isolation", "sandbox", *CLI[2:]]
+        extra = {"isolation": "sandbox"}
     if not EULER.exists():
         raise SystemExit(f"{EULER} is missing: pip install -e ./client")
     sys.path.insert(0, str(REPO / "client"))
@@ -123,9 +134,9 @@ def main() -> None:
         env = {**os.environ, "HOME": tmp, "EULER_URL": platform.url, "EULER_API_KEY": key, "PYTHONPATH": path}
         try:
             for i in range(args.warmup + args.pairs):
-                docker_s, _ = timed(DOCKER)
-                euler_s, euler_cpu = timed(CLI, env)
-                server_s = server_path(http)
+                docker_s, _ = timed(docker_argv)
+                euler_s, euler_cpu = timed(cli_argv, env)
+                server_s = server_path(http, extra)
                 if args.before:
                     before_s, before_cpu = timed(CLI, {**env, "PYTHONPATH": args.before})
                 if i >= args.warmup:
@@ -146,8 +157,9 @@ def main() -> None:
         for _ in range(args.pairs):
             cpu[label].append(timed(argv, {**os.environ, "PYTHONPATH": path})[1])
     docker = statistics.median(figures["docker run --rm"])
-    print(f"euler run vs docker run --rm of `{IMAGE} true` with --network none, {args.pairs} alternating rounds"
-          f" (load average {os.getloadavg()[0]:.1f})")  # fmt: skip
+    tier = " (sandbox tier: --isolation sandbox against --runtime runsc)" if args.sandbox else ""
+    print(f"euler run vs docker run --rm of `{IMAGE} true` with --network none{tier}, {args.pairs} alternating"
+          f" rounds (load average {'/'.join(f'{x:.1f}' for x in os.getloadavg())})")  # fmt: skip
     for label, values in figures.items():
         median = statistics.median(values)
         print(f"  {label:<20} median {median * 1000:6.0f} ms   p90 {p90(values) * 1000:6.0f} ms"

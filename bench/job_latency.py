@@ -53,10 +53,10 @@ def boot(tmp: Path, env: dict | None = None):
     name = f"bench-{uuid.uuid4().hex[:6]}"
     _, token = enrollment_token_create(trust="platform", label="bench")
     agent = platform.start_agent(name, token=token)
-    node = platform.wait_for(lambda: Node.objects.filter(name=name).first(), "the agent enrolls")
+    node = platform.wait_for(lambda: Node.objects.filter(name=name).first(), "the agent enrolls", timeout=120)
     node_approve(node=node, trust="platform", public_pool=True)
-    platform.wait_for(lambda: "approved" in agent.log(), "the agent is approved")
-    platform.wait_for(lambda: Node.objects.get(name=name).online, "the node is online")
+    platform.wait_for(lambda: "approved" in agent.log(), "the agent is approved", timeout=120)
+    platform.wait_for(lambda: Node.objects.get(name=name).online, "the node is online", timeout=120)
     http = httpx.Client(base_url=platform.url + "/api/v1/", headers={"X-Euler-API-Key": key}, timeout=30)
     return platform, http, key
 

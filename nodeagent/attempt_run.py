@@ -22,7 +22,8 @@ from nodeagent.attempt_logs import OutputReader
 from nodeagent.attempt_phase import TERMINAL, WIRE_STATE, Phase, advance, wire_state
 from nodeagent.attempt_record import AttemptRecord
 from nodeagent.attempt_signals import Exited, FirstEntry, Inbox, OutputEnded, StopAsked
-from nodeagent.docker_runner import RunnerError
+from nodeagent.attempt_spans import Spans
+from nodeagent.attempt_start import AttemptStart
 from nodeagent.logship import LogShipper, Stale
 from nodeagent.outputs import hooks as outputs
 
@@ -30,7 +31,7 @@ LOOP_SECONDS = 0.05
 REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit", "gpu_error": "gpu_error"}
 
 
-class AttemptRun(AttemptRecord):
+class AttemptRun(AttemptStart, AttemptRecord):
     def __init__(self, executor, record: dict, *, assignment: protocol.Assignment | None):
         self.ex = executor
         self.record = record
@@ -61,6 +62,8 @@ class AttemptRun(AttemptRecord):
             flush_seconds=self.ex.log_flush_seconds,
         )
         self.inbox = Inbox(self.shipper.wakeup)
+        self.spans = Spans()  # the start path, timed (nodeagent/attempt_spans.py)
+        self._made = False  # the start's create succeeded (nodeagent/attempt_start.py)
 
     # --- called from other threads ---------------------------------------------------------------
     def running_attempt(self) -> protocol.RunningAttempt:
@@ -165,39 +168,6 @@ class AttemptRun(AttemptRecord):
             self.stop_message = message
         self.stop_asked.set()
 
-    def _start(self) -> bool:
-        """Image, create, start, `running` report; False when the attempt ended before running."""
-        a = self.assignment
-        runner = self.ex.runner
-        self._move(Phase.STARTING)
-        self._save()
-        self._take_signals()
-        if self.stop_reason is not None:
-            self._end(reason=self.stop_reason, exit_code=None, message="stopped before start")
-            return False
-        refused = self.ex.refuse_reason(a) or self._before_create()
-        if refused:
-            self._end(reason="start_failed", exit_code=None, message=refused)
-            return False
-        self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
-        outputs.remember(self)
-        self.record["gpu_uuids"] = list(a.gpu_uuids)  # ... and on watching the GPUs
-        try:
-            self.ex.ensure_image(a)
-            # A container of this attempt's name left by an agent that died mid-start is found, not duplicated.
-            # Attached before the start: the job's output is read from the first byte, with backpressure.
-            spec = self.ex.container_spec(a)
-            self.record["runtime"] = self.ex.runtime_name(spec)
-            cid, self._attach = runner.create_attach_and_start(spec, before_start=self._before_start)
-        except RunnerError as exc:
-            self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
-            self._end(reason=exc.reason, exit_code=None, message=exc.message)
-            return False
-        self.record["container_id"] = cid
-        self.record["deadline"] = time.time() + a.timeout_seconds
-        self._save()
-        return True
-
     def _follow(self, *, fresh: bool) -> None:
         runner, cid = self.ex.runner, self.record["container_id"]
         if fresh:
@@ -228,18 +198,25 @@ class AttemptRun(AttemptRecord):
         # The exit is waited for from now on: a short job's end is known by the time the control plane answers.
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True, name=f"euler-exit-{self.attempt_id}").start()
         if not self.record.get("running_reported"):
+            if fresh:
+                self.spans.mark("readers")
             self._report(
                 protocol.AttemptReport(state="running", container_id=cid, runtime=self.record.get("runtime", ""))
             )
             self._save(running_reported=True)
+            if fresh:
+                self.spans.mark("reported")
+                self.spans.log(self.ex.log, self.attempt_id)
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         self._after_start(cid)
         self._run_until_exit(cid)
+        self.spans.mark("exit")
         exit_ = self._exit
         self.exit_code = exit_.code
         if self.phase is not Phase.EXITED:
             self._move(Phase.EXITED)
         self._drain_logs()
+        self.spans.mark("drained")
         self._take_signals()
         if self.stale:
             raise Stale("stale_attempt")
@@ -254,7 +231,11 @@ class AttemptRun(AttemptRecord):
         reason, message = end_reason(
             exit_, stop_reason=self.stop_reason, stop_message=self.stop_message, init_failure=unexecuted
         )
+        self.spans.mark("collected")
         self._end(reason=reason, exit_code=self.exit_code, message=message, **extra)
+        self.spans.mark("ended")
+        if fresh:
+            self.spans.log(self.ex.log, self.attempt_id, "end", since="reported")
         runner.remove(cid)
 
     def _reader(self, cid: str) -> OutputReader:

@@ -4,7 +4,8 @@ Pure core: nodeagent/egress_plan.py turns the lender's policy into iptables/ip6t
 makes each idempotent), and says what the policy is. Thin shell: `Egress` creates the bridge network and applies
 the plan at start.
 
-Never stale: the rules are verified (and put back) before each networked container starts, when the engine
+Never stale: the rules are verified (and put back) before each networked container starts (in a thread begun
+before its create: nodeagent/executor_start.py), when the engine
 comes back after a restart or its job network is removed (the engine's event stream, `watch_engine`), and
 every VERIFY_EVERY_SECONDS besides.
 Every name carries this agent's instance id, so two agents on one engine never touch each other's bridge,
@@ -166,7 +167,8 @@ class Egress:
         return self.policy.egress, self.error[:500]
 
     def refuse_reason(self) -> str | None:
-        """Checked before each networked container starts: the rules are verified (put back if changed) first."""
+        """Checked before each networked container starts (beside its create): the rules are verified (put back if
+        changed) first."""
         if not self.ready.wait(SETUP_WAIT_SECONDS):
             return "this node refuses networked jobs: its egress rules are still being installed"
         try:

@@ -17,16 +17,17 @@ from pathlib import Path
 
 from nodeagent import protocol, state
 from nodeagent.attempt_run import AttemptRun
-from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES, create_kwargs
+from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
 from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
 from nodeagent.disk_limits import DEFAULT_MAX_INODES
 from nodeagent.executor_gpus import ExecutorGpus
+from nodeagent.executor_start import ExecutorStart
+from nodeagent.imagecache import ImageCache
 from nodeagent.images import ImageStore
 from nodeagent.logship import DEFAULT_SPOOL_BYTES
 from nodeagent.offer import ImagePolicy, load_image_policy
 from nodeagent.outputs.spool import DEFAULT_SPOOL_BYTES as DEFAULT_OUTPUT_SPOOL_BYTES
 from nodeagent.outputs.spool import OutputSpool
-from nodeagent.runtimes import choose
 
 REAP_EVERY_SECONDS = 30.0
 
@@ -45,7 +46,7 @@ def env_number(name: str, default: float, minimum: float, maximum: float) -> flo
     return value
 
 
-class Executor(ExecutorGpus):
+class Executor(ExecutorGpus, ExecutorStart):
     def __init__(
         self,
         *,
@@ -119,6 +120,8 @@ class Executor(ExecutorGpus):
         )
         policy = images if images is not None else load_image_policy(os.environ)
         self.images = ImageStore(self.runner.client.api, self.state_dir, policy)
+        # Images already checked here, kept while the engine's image events say nothing changed (first start).
+        self.image_cache = ImageCache(self.runner.client.api)
         self.gpu_watch = None  # nodeagent.gpuwatch.GpuWatch, set by the daemon where NVML answers
 
     # --- the daemon's interface ------------------------------------------------------------------
@@ -177,6 +180,7 @@ class Executor(ExecutorGpus):
     def close(self) -> None:
         """Stop driving attempts; containers keep running and are adopted after a restart."""
         self.closing.set()
+        self.image_cache.stop()
         with self._lock:
             runs = list(self._runs.values())
         for run in runs:
@@ -184,65 +188,7 @@ class Executor(ExecutorGpus):
         for run in runs:
             run.thread.join(timeout=5)
 
-    def ensure_image(self, assignment: protocol.Assignment) -> None:
-        """The image policy and the pull (nodeagent/images.py): RunnerError `image_pull_failed` with fixed text."""
-        self.images.ensure(assignment.image, trust=assignment.node_trust)
-
-    # --- what a job may use: network and disk ------------------------------------------------------
-    def refuse_reason(self, assignment: protocol.Assignment) -> str | None:
-        """Why this node will not start the job: no runtime here as isolated as the server or the lender asks, or
-        networked while the egress rules are not in place."""
-        _, why = self.runtime_for(assignment)
-        if why:
-            return why
-        if assignment.network == "default" and self.egress is not None:
-            return self.egress.refuse_reason()
-        return None
-
-    def container_spec(self, assignment: protocol.Assignment) -> dict:
-        """The container's create arguments: the job's hardened spec with the node's part (container_options)."""
-        image = self.images.runnable(assignment.image)  # a digest reference the agent loaded: by its loaded tag
-        if image != assignment.image:
-            assignment = assignment.model_copy(update={"image": image})
-        return create_kwargs(
-            assignment,
-            node_name=self.node_name,
-            owner=self.owner,
-            log_max_bytes=self.container_log_bytes,
-            **self.container_options(assignment),
-        )
-
-    def container_options(self, assignment: protocol.Assignment) -> dict:
-        """The node's part of the container spec: the job network, where the driver has one a disk quota, and
-        where this agent cannot measure Docker's volumes, the image's VOLUMEs as tmpfs (charged to memory)."""
-        network = self.egress.network_name if self.egress is not None else None
-        limited = assignment.disk_bytes > 0
-        quota = limited and self.storage_quota.available(assignment.image)
-        in_memory = (
-            self.runner.image_volumes(assignment.image) if limited and not self.volume_access.available() else ()
-        )
-        info, _ = self.runtime_for(assignment)
-        runtime = {"runtime": info.name, "sandbox": info.sandbox} if info is not None else {}
-        return {"network": network, "disk_quota": quota, "memory_volumes": in_memory, **runtime}
-
-    def runtime_for(self, assignment: protocol.Assignment):
-        """(the runtime the job runs under or None for the engine's default, why it must not start or None)."""
-        probe = self.runtimes
-        return choose(
-            probe.offered() if probe is not None else [],
-            runtime=assignment.runtime,
-            isolation=assignment.isolation,
-            networked=assignment.network == "default" and self.egress is not None,
-            lender_min=probe.policy.min_isolation if probe is not None else "",
-        )
-
-    def runtime_name(self, kwargs: dict) -> str:
-        """The runtime a container was created with, by name (the engine's default named as it lists it)."""
-        if kwargs.get("runtime"):
-            return kwargs["runtime"]
-        offered = self.runtimes.offered() if self.runtimes is not None else []
-        return next((r.name for r in offered if r.default), "")
-
+    # --- what a job may use: disk (the start path: nodeagent/executor_start.py) -----------------------
     def watch_disk(self, run: AttemptRun, container_id: str) -> DiskGuard | None:
         """Measure the container's writable layer and volumes while it runs (with a storage quota too: it does
         not cover volumes); past `disk_bytes` the run ends `disk_limit`. Its volumes go with the container
