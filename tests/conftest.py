@@ -13,6 +13,21 @@ from rest_framework.test import APIClient
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
+# Fixtures that hold something of the whole machine rather than of the test process: every test that uses one runs
+# in the named xdist_group, which `--dist loadgroup` (make test) puts on a single worker, one test after another.
+MACHINE_WIDE_FIXTURES = {
+    "fake_net": "host-network",  # tests/nodeagent/test_egress.py: fixed addresses, routes and port 18080 on the host
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, group in MACHINE_WIDE_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _redis_up():
     proc = None
