@@ -16,16 +16,23 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 # Fixtures that hold something of the whole machine rather than of the test process: every test that uses one runs
 # in the named xdist_group, which `--dist loadgroup` (make test) puts on a single worker, one test after another.
 MACHINE_WIDE_FIXTURES = {
-    "fake_net": "host-network",  # tests/nodeagent/test_egress.py: fixed addresses, routes and port 18080 on the host
+    "fake_net": "host-network",  # tests/nodeagent/test_egress*.py: fixed addresses, routes and port 18080 on the host
 }
+# Expensive module- or session-scoped fixtures that the module's tests only read (a platform with a node, Chromium, an
+# OIDC provider, an S3 server): the module's tests share one worker, so that it is set up once, not once per worker.
+SHARED_PER_MODULE = {"site", "euler", "browser", "provider", "s3_server"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        names = set(getattr(item, "fixturenames", ()))
         for fixture, group in MACHINE_WIDE_FIXTURES.items():
-            if fixture in getattr(item, "fixturenames", ()):
+            if fixture in names:
                 item.add_marker(pytest.mark.xdist_group(group))
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(defs.get(name) and defs[name][-1].scope in ("module", "session") for name in SHARED_PER_MODULE & names):
+            item.add_marker(pytest.mark.xdist_group(f"module-{item.module.__name__}"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -295,8 +295,11 @@ class Platform:
 
     # --- waiting and teardown ----------------------------------------------------------------------
     @staticmethod
-    def wait_for(check: Callable[[], object], what: str, *, timeout: float = 30, every: float = 0.1):
-        """Poll `check` until it returns something truthy; fail saying `what` did not happen."""
+    def wait_for(check: Callable[[], object], what: str, *, timeout: float = 60, every: float = 0.1):
+        """Poll `check` until it returns something truthy; fail saying `what` did not happen.
+
+        The deadline only bounds a wait that never ends: 60 s, as an agent's start (its runtime probes run containers)
+        took more than 30 s on a 2-core machine running the suite on several workers beside other work."""
         deadline = time.monotonic() + timeout
         while True:
             result = check()
