@@ -17,6 +17,7 @@ import pytest
 
 from jobs.outputs.models import OutputFile
 from nodeagent import protocol
+from tests.e2e.harness import _die_with_parent
 from tests.outputs.conftest import NODE_API, entry, plan
 from tests.ports import free_port
 
@@ -30,7 +31,10 @@ def s3_server(tmp_path_factory):
     exe = shutil.which("moto_server", path=os.path.dirname(sys.executable))
     argv = [exe] if exe else [sys.executable, "-m", "moto.server"]
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*argv, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    # Dies with this test process (an interrupted xdist worker skips the teardown below and would leave it running).
+    proc = subprocess.Popen(
+        [*argv, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
