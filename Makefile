@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CLIENT_STAMP := $(VENV)/.client-installed
 
-.PHONY: up test test-deploy lint format clean-data
+.PHONY: up test test-flaky test-deploy lint format clean-data
 
 $(STAMP): requirements.txt requirements-runtime.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: on Debian/Ubuntu run 'apt-get install python3-venv' first"; exit 1; }
@@ -21,8 +21,19 @@ $(CLIENT_STAMP): $(STAMP) client/pyproject.toml
 up: $(STAMP) $(CLIENT_STAMP)
 	$(PY) -m config.up
 
+# The whole suite on TEST_WORKERS pytest-xdist workers, each with its own database, Redis database number
+# (REDIS_URL's plus the worker's index), data dir and ports (config/settings_test.py, tests/ports.py). More workers
+# than cores: the end-to-end tests mostly wait on their subprocesses. Tests that share something machine-wide are
+# put in one xdist_group each (tests/conftest.py), which --dist loadgroup runs on a single worker.
+TEST_WORKERS ?= 4
 test: $(STAMP) $(CLIENT_STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The end-to-end folder FLAKY_ROUNDS times over (pytest-repeat), on the same workers as `make test`: a test that
+# fails once in these rounds is a bug to find, never a retry to add.
+FLAKY_ROUNDS ?= 10
+test-flaky: $(STAMP) $(CLIENT_STAMP)
+	$(PY) -m pytest tests/e2e --count $(FLAKY_ROUNDS) -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The shipped compose stack built offline and driven end to end through its TLS front (docs/deploy.md);
 # needs root, Docker, docker-compose and mmdebstrap. Prints the figures BENCHMARKS.md quotes.

@@ -13,6 +13,38 @@ from rest_framework.test import APIClient
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
+# Fixtures that hold something of the whole machine rather than of the test process: every test that uses one runs
+# in the named xdist_group, which `--dist loadgroup` (make test) puts on a single worker, one test after another.
+MACHINE_WIDE_FIXTURES = {
+    "fake_net": "host-network",  # tests/nodeagent/test_egress*.py: fixed addresses, routes and port 18080 on the host
+}
+# Expensive module- or session-scoped fixtures that the module's tests only read (a platform with a node, Chromium, an
+# OIDC provider, an S3 server): the module's tests share one worker, so that it is set up once, not once per worker.
+SHARED_PER_MODULE = {"site", "euler", "browser", "provider", "s3_server"}
+
+
+# The folders whose tests each take tens of seconds (platforms of subprocesses, Chromium, the schema fuzzer) go first,
+# so that the workers end together on short tests rather than one of them on a long tail. The database needs no
+# order: no migration seeds rows that a transactional test's flush would take away.
+SLOW_FIRST = ("tests/e2e/", "tests/browser/", "tests/fuzz/")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(config, items):
+    # Before every implementation, pytest-xdist's reading of the xdist_group marks among them: mark.
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, group in MACHINE_WIDE_FIXTURES.items():
+            if fixture in names:
+                item.add_marker(pytest.mark.xdist_group(group))
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(defs.get(name) and defs[name][-1].scope in ("module", "session") for name in SHARED_PER_MODULE & names):
+            item.add_marker(pytest.mark.xdist_group(f"module-{item.module.__name__}"))
+    yield
+    # After them (pytest-django's order, kept within each part): the slow folders first. Every worker sorts alike.
+    items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _redis_up():
     proc = None

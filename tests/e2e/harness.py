@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,15 +41,10 @@ from pathlib import Path
 import httpx
 
 from config.up import worker_commands
+from tests.ports import free_port  # noqa: F401 - the tests import it from here too
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def database_url() -> str:
@@ -301,8 +295,11 @@ class Platform:
 
     # --- waiting and teardown ----------------------------------------------------------------------
     @staticmethod
-    def wait_for(check: Callable[[], object], what: str, *, timeout: float = 30, every: float = 0.1):
-        """Poll `check` until it returns something truthy; fail saying `what` did not happen."""
+    def wait_for(check: Callable[[], object], what: str, *, timeout: float = 60, every: float = 0.1):
+        """Poll `check` until it returns something truthy; fail saying `what` did not happen.
+
+        The deadline only bounds a wait that never ends: 60 s, as an agent's start (its runtime probes run containers)
+        took more than 30 s on a 2-core machine running the suite on several workers beside other work."""
         deadline = time.monotonic() + timeout
         while True:
             result = check()
@@ -325,20 +322,31 @@ class Platform:
         return "\n".join(out)
 
     def _remove_job_networks(self) -> None:
-        """The job networks and egress rules of this platform's agents (one stopped mid-job keeps them)."""
+        """The job networks and egress rules of this platform's agents (one stopped mid-job keeps them).
+
+        Only theirs: each is named after its agent's instance id (control plane URL, node name, state dir), so a
+        network of another test's agent of the same node name (another xdist worker, another run) is left alone."""
         if not self.agents:
             return
         try:
             import docker
 
-            from nodeagent.egress import remove_leftovers
+            from nodeagent.egress import Egress
+            from nodeagent.egress_plan import instance_id, names_for
+            from nodeagent.offer import NetworkPolicy
 
             client = docker.from_env()
         except Exception:  # noqa: BLE001 - no engine: nothing was created
             return
         try:
-            for name in self.agents:
-                remove_leftovers(client, node_name=name)
+            for name, agent in self.agents.items():
+                url = agent.env.get("EULER_CONTROL_PLANE_URL", self.url).rstrip("/")
+                names = names_for(instance_id(url=url, node_name=name, state_dir=agent.state_dir), name)
+                if any(n.name == names.network for n in client.networks.list(names=[names.network])):
+                    try:
+                        Egress(policy=NetworkPolicy(), names=names, docker_client=client).teardown()
+                    except docker.errors.APIError as exc:  # a container of it is still there: say so, go on
+                        print(f"could not remove job network {names.network}: {exc}")
         finally:
             client.close()
 

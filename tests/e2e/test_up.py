@@ -306,8 +306,10 @@ def test_jobs_running_when_make_up_stops_end_once_with_their_whole_log_after_it_
         phase("make up answers again")
         long_jobs = Job.objects.filter(id__in=ids, name__endswith="-long")
         assert sorted(long_jobs.values_list("state", flat=True)) == ["running", "running"]
-        for job_id in long_jobs.values_list("id", flat=True):
-            (container,) = docker.from_env().containers.list(filters={"label": f"{protocol.LABEL_JOB}={job_id}"})
+        for job_id, node_name in Attempt.objects.filter(job__in=long_jobs).values_list("job_id", "node_name"):
+            # Job ids repeat across test databases (other xdist workers, other runs): its node's container only.
+            labels = [f"{protocol.LABEL_JOB}={job_id}", f"{protocol.LABEL_NODE}={node_name}"]
+            (container,) = docker.from_env().containers.list(filters={"label": labels})
             container.kill(signal="SIGUSR1")
 
         wait_for(lambda: not Job.objects.filter(id__in=ids).exclude(state__in=TERMINAL).exists(), "every job ends")

@@ -8,7 +8,6 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,25 +17,24 @@ import pytest
 
 from jobs.outputs.models import OutputFile
 from nodeagent import protocol
+from tests.e2e.harness import _die_with_parent
 from tests.outputs.conftest import NODE_API, entry, plan
+from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db
 BUCKET = "euler-outputs-test"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    port = _free_port()
+    port = free_port()
     exe = shutil.which("moto_server", path=os.path.dirname(sys.executable))
     argv = [exe] if exe else [sys.executable, "-m", "moto.server"]
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*argv, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    # Dies with this test process (an interrupted xdist worker skips the teardown below and would leave it running).
+    proc = subprocess.Popen(
+        [*argv, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -1,6 +1,5 @@
 """OIDC login against a real provider process (oidc-provider-mock), full authorization-code flow."""
 
-import socket
 import subprocess
 import sys
 import time
@@ -13,19 +12,14 @@ from django.test import override_settings
 
 from audit.models import AuditEvent
 from quotas.models import Membership, Project, Quota
+from tests.ports import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def provider():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "oidc_provider_mock", "--port", str(port)],
         stdout=subprocess.DEVNULL,

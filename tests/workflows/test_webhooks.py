@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import pytest
 
+from tests.ports import free_port
 from tests.workflows.receiver import Receiver
 from workflows import signing, tasks
 from workflows.models import Delivery, Webhook
@@ -176,9 +176,7 @@ def test_a_destination_that_turns_private_is_refused_at_delivery(api, loopback_a
 
 def test_a_dead_endpoint_is_logged_and_retried_later(api, loopback_allowed):
     loopback_allowed.EULER_WEBHOOK_RETRY_BACKOFF = 60.0
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens once closed
+    port = free_port()  # reserved for this process, and nothing listens on it
     hook = create(api, f"http://127.0.0.1:{port}/", events=["job.queued"])
     submit(api)
     tasks.webhook_dispatch()
