@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import shutil
+import time
 from pathlib import Path
 
 import psutil
@@ -160,20 +161,38 @@ def free_disk_bytes(path: Path | str | None) -> int | None:
 
 
 # --- Docker ------------------------------------------------------------------------------------
-def docker_facts(timeout: float = 5) -> tuple[str | None, str | None]:
-    """The engine's version and data root, or (None, None) when no Docker engine answers."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=timeout)
+def docker_facts(timeout: float = 5, *, patience: float = 60) -> tuple[str | None, str | None]:
+    """The engine's version and data root, or (None, None) when no Docker engine answers. An engine that is
+    there but slow (a busy host: the call times out rather than being refused) is asked again, with a longer
+    deadline each time, for up to `patience` seconds: the agent decides once at start whether it runs jobs, and
+    a busy engine must not make it a node that never runs one."""
+    deadline = time.monotonic() + patience
+    while True:
         try:
-            version = str(client.version().get("Version", ""))[:64]
-            root = str(client.info().get("DockerRootDir") or "") or None
-            return version, root
-        finally:
-            client.close()
-    except Exception:  # noqa: BLE001 - any failure means no usable engine
-        return None, None
+            import docker
+
+            client = docker.from_env(timeout=timeout)
+            try:
+                version = str(client.version().get("Version", ""))[:64]
+                root = str(client.info().get("DockerRootDir") or "") or None
+                return version, root
+            finally:
+                client.close()
+        except Exception as exc:  # noqa: BLE001 - any failure means no usable engine
+            if not _timed_out(exc) or time.monotonic() + timeout > deadline:
+                return None, None
+            log.warning("the Docker engine did not answer within %gs; asking again", timeout)
+            timeout = min(timeout * 2, 30)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a failed engine call timed out (a slow engine) rather than being refused (no engine)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TimeoutError) or "timed out" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def docker_version(timeout: float = 5) -> str | None:
