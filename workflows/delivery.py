@@ -23,7 +23,7 @@ from agents import ssrf
 from jobs import retrypolicy
 from workflows import signing
 from workflows.models import Delivery, DeliveryState, DeliveryTry
-from workflows.webhooks import allowed_networks
+from workflows.destinations import allowed_networks
 
 EXCERPT = 512  # bytes of the answer kept in the log
 USER_AGENT = "Euler-Webhooks/1"

@@ -8,26 +8,12 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
-from agents import ssrf
 from euler.errors import InvalidInput, NotFound
 from workflows import events, signing
+from workflows.destinations import check_destination
 from workflows.models import Delivery, Webhook
 
 MAX_HOOKS = 20  # per project
-
-
-def allowed_networks():
-    return ssrf.allowed_networks("EULER_WEBHOOK_ALLOWED_NETWORKS")
-
-
-def check_destination(url) -> str:
-    """The SSRF guard of the gateway with the webhooks' own allow-list: 400 forbidden_address when refused."""
-    if not isinstance(url, str) or not url or len(url) > 2000:
-        raise InvalidInput("url is an http(s) URL of at most 2000 characters.", code="invalid_url")
-    why = ssrf.check_url(url, allowed_networks())
-    if why:
-        raise InvalidInput(f"url refused: {why}.", code="forbidden_address", extra={"reason": why})
-    return url
 
 
 def get_hook(*, project, hook_id: int) -> Webhook:
