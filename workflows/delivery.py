@@ -22,8 +22,8 @@ from django.utils import timezone
 from agents import ssrf
 from jobs import retrypolicy
 from workflows import signing
-from workflows.models import Delivery, DeliveryState, DeliveryTry
 from workflows.destinations import allowed_networks
+from workflows.models import Delivery, DeliveryState, DeliveryTry
 
 EXCERPT = 512  # bytes of the answer kept in the log
 USER_AGENT = "Euler-Webhooks/1"
