@@ -70,5 +70,5 @@ def redeliver(*, delivery: Delivery, by=None) -> Delivery:
     )
     audit.record("webhook.redelivered", project=delivery.hook.project, target=f"webhook:{delivery.hook_id}",
                  details={"delivery": delivery.pk, "new_delivery": copy.pk}, by=by)  # fmt: skip
-    transaction.on_commit(lambda: tasks.deliver_soon(copy.pk))
+    transaction.on_commit(tasks.pump_soon)
     return copy
