@@ -5,8 +5,9 @@ Fan-out (`dispatch`): each project with enabled hooks has its own cursor over th
 budget of events among the projects (fairness.shares) and gives none to a project whose pending deliveries
 reached EULER_WEBHOOK_PENDING_PER_PROJECT: its events wait, in order, until its receivers catch up (nothing is
 dropped). Ids are handed out before commit, so an event may become visible after a larger one: a cursor only
-moves past events older than SETTLE seconds (or past a full read), the newer ones are read again on the next
-pass, and the unique (hook, key) constraint keeps each event's delivery single. Hooks see events created after
+moves past events older than SETTLE seconds (or past a full read); the newer ones already dispatched are read
+again on the next pass without counting against the project's share, and the unique (hook, key) constraint
+keeps each event's delivery single. Hooks see events created after
 them.
 
 Sending (`claim`): a project has at most one batch of at most EULER_WEBHOOK_SENDING_PER_PROJECT deliveries in
@@ -80,17 +81,17 @@ def _start_cursor(hooks: list[Webhook]) -> int:
     return before or 0
 
 
-def _cursors(by_project: dict[int, list[Webhook]]) -> dict[int, int]:
+def _cursors(by_project: dict[int, list[Webhook]]) -> dict[int, DispatchCursor]:
     DispatchCursor.objects.exclude(project_id__in=list(by_project)).delete()  # a hook added later starts afresh
-    have = dict(
-        DispatchCursor.objects.filter(project_id__in=list(by_project)).values_list("project_id", "last_event_id")
-    )
-    new = [DispatchCursor(project_id=p, last_event_id=_start_cursor(h)) for p, h in by_project.items() if p not in have]
+    have = {c.project_id: c for c in DispatchCursor.objects.filter(project_id__in=list(by_project))}
+    new = []
+    for project_id, hooks in by_project.items():
+        if project_id not in have:
+            start = _start_cursor(hooks)
+            new.append(DispatchCursor(project_id=project_id, last_event_id=start, seen_event_id=start))
     if new:
         DispatchCursor.objects.bulk_create(new, ignore_conflicts=True)
-        have = dict(
-            DispatchCursor.objects.filter(project_id__in=list(by_project)).values_list("project_id", "last_event_id")
-        )
+        have = {c.project_id: c for c in DispatchCursor.objects.filter(project_id__in=list(by_project))}
     return have
 
 
@@ -114,11 +115,24 @@ def _fan_out(rows: list[JobEvent], hooks: list[Webhook], now) -> int:
     return len(Delivery.objects.bulk_create(fresh, ignore_conflicts=True))
 
 
-def _moved_cursor(rows: list[JobEvent], *, asked: int, cursor: int, now) -> int:
-    settled = [e.pk for e in rows if e.created_at <= now - SETTLE]
-    if len(rows) == asked and not settled:
-        settled = [rows[-1].pk]  # a full read of fresh events: move on (its events are all in)
-    return max([cursor, *settled])
+def _project_pass(project_id: int, cursor: DispatchCursor, hooks: list[Webhook], share: int, now) -> int:
+    """Read again the project's unsettled events (a late commit may have filled a gap), then up to `share` new
+    ones; fan them out and move the cursor. Returns the deliveries made."""
+    events_of = JobEvent.objects.filter(job__project_id=project_id).select_related("job").order_by("id")
+    again = list(events_of.filter(id__gt=cursor.last_event_id, id__lte=cursor.seen_event_id))
+    fresh = list(events_of.filter(id__gt=max(cursor.last_event_id, cursor.seen_event_id))[:share])
+    rows = again + fresh
+    made = _fan_out(rows, hooks, now)
+    if len(fresh) == share:
+        last = fresh[-1].pk  # a full read (a flood): move on, its events are all in
+    else:
+        unsettled = [e.pk for e in rows if e.created_at > now - SETTLE]
+        last = (min(unsettled) - 1) if unsettled else (rows[-1].pk if rows else cursor.last_event_id)
+    last = max(last, cursor.last_event_id)
+    seen = max([cursor.seen_event_id, last, *(e.pk for e in rows)])
+    if (last, seen) != (cursor.last_event_id, cursor.seen_event_id):
+        DispatchCursor.objects.filter(pk=cursor.pk).update(last_event_id=last, seen_event_id=seen)
+    return made
 
 
 def dispatch(*, now=None, budget: int = BUDGET) -> int:
@@ -142,16 +156,7 @@ def dispatch(*, now=None, budget: int = BUDGET) -> int:
         for project_id, share in fairness.shares(wanted, budget).items():
             if share <= 0:
                 continue
-            cursor = cursors[project_id]
-            rows = list(
-                JobEvent.objects.filter(job__project_id=project_id, id__gt=cursor)
-                .select_related("job")
-                .order_by("id")[:share]
-            )
-            made += _fan_out(rows, by_project[project_id], now)
-            moved = _moved_cursor(rows, asked=share, cursor=cursor, now=now)
-            if moved != cursor:
-                DispatchCursor.objects.filter(project_id=project_id).update(last_event_id=moved)
+            made += _project_pass(project_id, cursors[project_id], by_project[project_id], share, now)
     return made
 
 

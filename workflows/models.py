@@ -139,7 +139,8 @@ class DispatchCursor(models.Model):
     """How far a project's job events have been turned into deliveries (one row per project with enabled hooks)."""
 
     project = models.OneToOneField("quotas.Project", null=True, on_delete=models.CASCADE, related_name="+")
-    last_event_id = models.BigIntegerField(default=0)
+    last_event_id = models.BigIntegerField(default=0)  # every event up to this one is settled and dispatched
+    seen_event_id = models.BigIntegerField(default=0)  # the newest event dispatched (those between: read again)
 
     def __str__(self) -> str:
         return f"webhook dispatch cursor of project {self.project_id} at event {self.last_event_id}"
