@@ -210,3 +210,24 @@ def test_webhook_urls_in_the_audit_trail_keep_only_scheme_and_host(api, settings
         assert AuditEvent.objects.get(action=action).details["url"] == "http://127.0.0.1:9/[redacted]"
     dumped = str(list(AuditEvent.objects.values()))
     assert "XXXXsecretXXXX" not in dumped and "token=abc" not in dumped
+
+
+def test_an_operator_sets_the_schedule_limits_in_the_admin(project, make_user, client):
+    client.force_login(make_user("root", staff=True))
+    q = project.quota
+    form = {"project": project.pk}
+    for name in ("cpu_core_seconds", "gpu_seconds", "invocations", "max_concurrent_jobs", "max_api_keys"):
+        form[name] = getattr(q, name)
+    for name in ("output_bytes", "max_schedules", "schedule_min_period", "schedule_runs_per_minute"):
+        form[name] = form[f"initial-{name}"] = getattr(q, name)  # callable defaults: posted with their initial
+    form.update(max_schedules=5, schedule_min_period=600)
+    response = client.post(f"/admin/quotas/quota/{q.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    q.refresh_from_db()
+    assert (q.max_schedules, q.schedule_min_period) == (5, 600)
+    assert AuditEvent.objects.filter(action="quota.changed").latest("id").details == {
+        "max_schedules": 5,
+        "schedule_min_period": 600,
+    }
+    form["schedule_min_period"] = 30  # finer than cron's minute: refused by the form
+    assert client.post(f"/admin/quotas/quota/{q.pk}/change/", form).status_code == 200
