@@ -18,12 +18,11 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -163,8 +162,11 @@ def webhooks_part(args, a, b) -> None:
         a_events = JobEvent.objects.filter(job__project=a).count()
         a_open = Delivery.objects.filter(hook__project=a, state__in=["pending", "sending"]).count()
         a_all = Delivery.objects.filter(hook__project=a).count()
-        print(f"A flooded {out['events']} job events ({a_events} rows) in {out['seconds']:.1f} s; A's deliveries: "
-              f"{a_all} made, {a_open} open (cap {os.environ['EULER_WEBHOOK_PENDING_PER_PROJECT']})", flush=True)
+        print(
+            f"A flooded {out['events']} job events ({a_events} rows) in {out['seconds']:.1f} s; A's deliveries: "
+            f"{a_all} made, {a_open} open (cap {os.environ['EULER_WEBHOOK_PENDING_PER_PROJECT']})",
+            flush=True,
+        )
         print(f"B with A: {len(contended)} deliveries, job.queued latency p50 {pct(contended, 50):.2f} s, "
               f"p99 {pct(contended, 99):.2f} s, max {max(contended):.2f} s  ({load()})", flush=True)  # fmt: skip
         receiver.got[:0] = before
