@@ -109,7 +109,9 @@ def worker_commands(py: str, *, loglevel: str = "warning", concurrency: int = 2)
     deliveries never holds the pass that makes and hands out everyone's deliveries."""
     from euler.taskpolicy import CONTROL, DISPATCH, HEALTH, MAINTENANCE, WEBHOOKS
 
-    base = [py, "-m", "celery", "-A", "euler", "worker", "-l", loglevel]
+    # -O fair: a task goes to an idle pool process only, never behind a long one in a busy process's pipe (a
+    # batch of deliveries to dead receivers takes a few timeouts; another project's must not wait for it).
+    base = [py, "-m", "celery", "-A", "euler", "worker", "-l", loglevel, "-O", "fair"]
     common = [*base, "-c", str(concurrency)]
     return [
         ("worker-control", [*common, "-Q", CONTROL, "-n", "control@%h"]),

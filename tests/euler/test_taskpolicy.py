@@ -101,6 +101,7 @@ def test_make_up_and_the_harness_start_a_worker_for_the_control_queue_alone_and_
     }
     assert sorted(q for qs in queues.values() for q in qs) == sorted(QUEUES)  # every queue has a consumer
     assert len({argv[argv.index("-n") + 1] for argv in commands.values()}) == 3
+    assert all(argv[argv.index("-O") + 1] == "fair" for argv in commands.values())  # idle processes only
 
 
 def test_compose_runs_a_worker_for_the_control_queue_alone_and_one_for_the_dispatch():
@@ -109,6 +110,7 @@ def test_compose_runs_a_worker_for_the_control_queue_alone_and_one_for_the_dispa
     text = (Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text()
     assert '"-Q", "control"' in text and '"-Q", "health,maintenance,webhooks"' in text
     assert '"-Q", "dispatch"' in text
+    assert text.count('"worker", "-l", "info", "-O", "fair"') == 3
 
 
 # --- single flight ------------------------------------------------------------------------------------------
