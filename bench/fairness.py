@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -224,6 +225,7 @@ def main() -> None:
     parser.add_argument("--a-schedules", type=int, default=5000)
     parser.add_argument("--a-overlap", default="skip", choices=["skip", "allow"])
     parser.add_argument("--no-webhooks", action="store_true")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (their path is printed)")
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -247,7 +249,8 @@ def main() -> None:
         a, b = project_create(name="flood-a"), project_create(name="quiet-b")
         Quota.objects.update(max_concurrent_jobs=10**7, cpu_core_seconds=10**15)
         env = {k: os.environ[k] for k in ("EULER_WEBHOOK_ALLOWED_NETWORKS", "EULER_WEBHOOK_PENDING_PER_PROJECT")}
-        platform = Platform(Path(tempfile.mkdtemp(prefix="euler-fair-")), env=env).start(timeout=180)
+        tmp = Path(tempfile.mkdtemp(prefix="euler-fair-"))
+        platform = Platform(tmp, env=env).start(timeout=180)
         print(f"platform up (web, worker-control, worker, worker-dispatch, beat; PostgreSQL)  ({load()})", flush=True)
         if not args.no_webhooks:
             webhooks_part(args, a, b)
@@ -256,6 +259,10 @@ def main() -> None:
     finally:
         if platform is not None:
             platform.stop()
+            if args.keep_logs:
+                print(f"logs: {tmp / 'logs'}")
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
