@@ -38,6 +38,7 @@ class Action(models.TextChoices):
     SCHEDULE_CREATED = "schedule.created"
     SCHEDULE_CHANGED = "schedule.changed"
     SCHEDULE_DELETED = "schedule.deleted"
+    SCHEDULE_DISABLED = "schedule.disabled"  # by the platform: its creator left the project
     WEBHOOK_CREATED = "webhook.created"
     WEBHOOK_DELETED = "webhook.deleted"
     WEBHOOK_REDELIVERED = "webhook.redelivered"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import transaction
 
@@ -23,6 +24,27 @@ _ALLOWED_KEYS = frozenset({"token_id", "key_id", "key_prefix", "prefix", "key_id
 MAX_DETAIL_TEXT = 1000
 
 
+def _url_key(key: str) -> bool:
+    return "url" in re.split(r"[^a-z0-9]+", key.lower())
+
+
+def origin_only(url: str) -> str:
+    """A URL kept as its scheme and host (and port): a webhook's path and query may be its credential (Slack's
+    /services/T…/B…/<token>, Discord's /api/webhooks/<id>/<token>), so they leave as [redacted]."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return REDACTED
+    if not parts.scheme or not host:
+        return REDACTED
+    host = f"[{host}]" if ":" in host else host
+    origin = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+    rest = (parts.path not in ("", "/")) or parts.query or parts.fragment
+    return origin + (f"/{REDACTED}" if rest else "")
+
+
 def _secret_key(key: str) -> bool:
     if key in _ALLOWED_KEYS:
         return False
@@ -31,13 +53,16 @@ def _secret_key(key: str) -> bool:
 
 
 def scrub(value: Any, key: str = "") -> Any:
-    """A JSON-able copy of `value` with secret-looking keys and values replaced by [redacted]."""
+    """A JSON-able copy of `value` with secret-looking keys and values replaced by [redacted], and a URL under a
+    `url` key (`url`, `base_url`) cut to its origin (origin_only)."""
     if key and _secret_key(key):
         return REDACTED
     if isinstance(value, dict):
         return {str(k): scrub(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [scrub(v) for v in value]
+    if isinstance(value, str) and key and _url_key(key):
+        return origin_only(value[:MAX_DETAIL_TEXT])
     if isinstance(value, str):
         text = _SECRET_VALUE.sub(REDACTED, value[:MAX_DETAIL_TEXT])
         return _URL_QUERY.sub(r"\1?" + REDACTED, _URL_USERINFO.sub(REDACTED + "@", text))

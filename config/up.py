@@ -1,5 +1,5 @@
-"""`make up`: migrate, create the admin once, then run redis, web, two workers (the control loop's and the
-background one), beat (and a local node) in the foreground.
+"""`make up`: migrate, create the admin once, then run redis, web, three workers (the control loop's, the
+background one and the webhook dispatcher's), beat (and a local node) in the foreground.
 
 Ctrl-C, SIGTERM or SIGHUP stops every child within EULER_UP_STOP_TIMEOUT seconds (see euler/supervisor.py);
 a child that dies stops the rest and exits non-zero.
@@ -103,15 +103,20 @@ def _port_free(host: str, port: str) -> bool:
 
 
 def worker_commands(py: str, *, loglevel: str = "warning", concurrency: int = 2) -> list[tuple[str, list[str]]]:
-    """The two Celery workers: `worker-control` serves only the control loop (scheduling, liveness), `worker` the
+    """The three Celery workers: `worker-control` serves only the control loop (scheduling, liveness), `worker` the
     health checks, maintenance and webhook deliveries, so that no tenant-driven task shares a process with the
-    control loop."""
-    from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE, WEBHOOKS
+    control loop, and `worker-dispatch` (one process) the webhook dispatch, so that a backlog of slow
+    deliveries never holds the pass that makes and hands out everyone's deliveries."""
+    from euler.taskpolicy import CONTROL, DISPATCH, HEALTH, MAINTENANCE, WEBHOOKS
 
-    common = [py, "-m", "celery", "-A", "euler", "worker", "-l", loglevel, "-c", str(concurrency)]
+    # -O fair: a task goes to an idle pool process only, never behind a long one in a busy process's pipe (a
+    # batch of deliveries to dead receivers takes a few timeouts; another project's must not wait for it).
+    base = [py, "-m", "celery", "-A", "euler", "worker", "-l", loglevel, "-O", "fair"]
+    common = [*base, "-c", str(concurrency)]
     return [
         ("worker-control", [*common, "-Q", CONTROL, "-n", "control@%h"]),
         ("worker", [*common, "-Q", f"{HEALTH},{MAINTENANCE},{WEBHOOKS}", "-n", "background@%h"]),
+        ("worker-dispatch", [*base, "-c", "1", "-Q", DISPATCH, "-n", "dispatch@%h"]),
     ]
 
 

@@ -18,7 +18,10 @@ CONTROL = "control"  # scheduling and liveness: nothing tenant-driven
 HEALTH = "health"  # agent health checks: each upstream is a tenant's server
 MAINTENANCE = "maintenance"  # flushes, metering, retention, log compaction
 WEBHOOKS = "webhooks"  # webhook deliveries: each destination is a tenant's server, perhaps a dead one
-QUEUES = (CONTROL, HEALTH, MAINTENANCE, WEBHOOKS)
+# Turning job events into deliveries and handing them to the senders, projects in turns: database work only,
+# never a tenant's server, on a worker of its own, so that a backlog of slow deliveries cannot hold it.
+DISPATCH = "dispatch"
+QUEUES = (CONTROL, HEALTH, MAINTENANCE, WEBHOOKS, DISPATCH)
 DEFAULT_QUEUE = MAINTENANCE  # a task missing from the table never lands on the control queue
 
 
@@ -42,12 +45,16 @@ def policies(*, health_deadline: float) -> dict[str, TaskPolicy]:
         "jobs.tasks.node_lost": TaskPolicy(CONTROL, 50.0, 60.0, single_flight=False),  # per node, not periodic
         "nodes.tasks.mark_offline": TaskPolicy(CONTROL, 25.0, 30.0),
         "nodes.tasks.flush_seen": TaskPolicy(CONTROL, 25.0, 30.0),
-        # A schedule tick submits jobs: database work only, bounded per run (EULER_SCHEDULE_BATCH); exactly once
-        # per tick comes from the (schedule, tick) unique constraint, not from this task's single flight.
+        # A schedule tick submits jobs: database work only, projects in turns, bounded per run in time
+        # (EULER_SCHEDULE_PASS_SECONDS); exactly once per tick comes from the (schedule, tick) unique constraint,
+        # not from this task's single flight.
         "workflows.tasks.schedule_tick": TaskPolicy(CONTROL, 25.0, 30.0),
         "agents.tasks.run_health_checks": TaskPolicy(HEALTH, health_soft, health_soft + 10.0),
-        "workflows.tasks.webhook_dispatch": TaskPolicy(WEBHOOKS, 25.0, 30.0),
-        # One try of one delivery: a deadline of at most 60 s (EULER_WEBHOOK_TIMEOUT) plus its writes.
+        "workflows.tasks.webhook_dispatch": TaskPolicy(DISPATCH, 25.0, 30.0),
+        # Claims take row locks with SKIP LOCKED: two pumps at once claim different rows, so no single flight.
+        "workflows.tasks.webhook_pump": TaskPolicy(DISPATCH, 25.0, 30.0, single_flight=False),
+        # One batch of one project, its tries concurrent: a deadline of at most 60 s (EULER_WEBHOOK_TIMEOUT) plus
+        # the writes of at most EULER_WEBHOOK_SENDING_PER_PROJECT tries.
         "workflows.tasks.webhook_deliver": TaskPolicy(WEBHOOKS, 75.0, 90.0, single_flight=False),
         "jobs.tasks.enforce_budgets": TaskPolicy(MAINTENANCE, 50.0, 60.0),
         "quotas.flush_invocations": TaskPolicy(MAINTENANCE, 25.0, 30.0),

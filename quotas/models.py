@@ -80,6 +80,24 @@ def free_output_bytes() -> int:
     return settings.EULER_FREE_QUOTA_OUTPUT_BYTES
 
 
+def free_max_schedules() -> int:
+    from django.conf import settings
+
+    return settings.EULER_FREE_QUOTA_SCHEDULES
+
+
+def free_schedule_min_period() -> int:
+    from django.conf import settings
+
+    return settings.EULER_FREE_QUOTA_SCHEDULE_MIN_PERIOD
+
+
+def free_schedule_runs_per_minute() -> int:
+    from django.conf import settings
+
+    return settings.EULER_FREE_QUOTA_SCHEDULE_RUNS_PER_MINUTE
+
+
 class Quota(models.Model):
     """Budgets per period (a calendar month, UTC); concurrency and key counts are plain limits."""
 
@@ -93,6 +111,13 @@ class Quota(models.Model):
     max_concurrent_invocations = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     # Bytes of job outputs the project may keep stored at once (jobs/outputs): past it, files are refused.
     output_bytes = models.BigIntegerField(default=free_output_bytes)
+    # Schedules (workflows/limits.py): how many the project may keep, the shortest period between two ticks of
+    # one schedule (seconds), and the runs per minute all its enabled schedules may add up to at their busiest.
+    max_schedules = models.PositiveIntegerField(default=free_max_schedules)
+    schedule_min_period = models.PositiveIntegerField(
+        default=free_schedule_min_period, validators=[MinValueValidator(60)]
+    )
+    schedule_runs_per_minute = models.PositiveIntegerField(default=free_schedule_runs_per_minute)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

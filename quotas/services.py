@@ -37,6 +37,9 @@ def free_quota_values() -> dict[str, int]:
         "max_concurrent_jobs": settings.EULER_FREE_QUOTA_CONCURRENT_JOBS,
         "max_api_keys": settings.EULER_FREE_QUOTA_API_KEYS,
         "output_bytes": settings.EULER_FREE_QUOTA_OUTPUT_BYTES,
+        "max_schedules": settings.EULER_FREE_QUOTA_SCHEDULES,
+        "schedule_min_period": settings.EULER_FREE_QUOTA_SCHEDULE_MIN_PERIOD,
+        "schedule_runs_per_minute": settings.EULER_FREE_QUOTA_SCHEDULE_RUNS_PER_MINUTE,
     }
 
 

@@ -1,8 +1,10 @@
-"""One try of one webhook delivery: signed POST through the gateway's pinned SSRF guard, under one deadline.
+"""One try of each delivery of a batch: signed POSTs through the gateway's pinned SSRF guard, sent concurrently,
+each under one deadline.
 
-The try is claimed by a conditional UPDATE (pending and due → sending), so a delivery enqueued twice is sent
-once. Each try writes a DeliveryTry row (status, latency, response code, the first bytes of the answer); a
-failed try is scheduled again with backoff until EULER_WEBHOOK_MAX_TRIES.
+A batch is claimed by the dispatcher (workflows/dispatch.py `claim`: pending → sending, one more attempt) and
+names each delivery's attempt number, so a message sent twice, or a stale one after its batch was taken back,
+sends nothing. Each try writes a DeliveryTry row (status, latency, response code, the first bytes of the
+answer); a failed try is due again after a backoff, until EULER_WEBHOOK_MAX_TRIES.
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ from datetime import timedelta
 
 import httpx
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from agents import ssrf
 from jobs import retrypolicy
 from workflows import signing
+from workflows.destinations import allowed_networks
 from workflows.models import Delivery, DeliveryState, DeliveryTry
-from workflows.webhooks import allowed_networks
 
 EXCERPT = 512  # bytes of the answer kept in the log
 USER_AGENT = "Euler-Webhooks/1"
@@ -77,26 +78,33 @@ def retry_after(tries: int) -> float:
     return retrypolicy.backoff_delay(retry_number=tries, backoff=backoff, u=random.random())
 
 
-def deliver(delivery_id: int) -> float | None:
-    """One try, when the delivery is due; returns the seconds until the next try, or None when done."""
-    now = timezone.now()
-    claimed = Delivery.objects.filter(pk=delivery_id, state=DeliveryState.PENDING, next_attempt_at__lte=now).update(
-        state=DeliveryState.SENDING, attempts=F("attempts") + 1, updated_at=now
-    )
-    if claimed != 1:
-        return None
-    delivery = Delivery.objects.select_related("hook").get(pk=delivery_id)
-    hook = delivery.hook
-    body = body_of(delivery.payload)
-    stamp = int(time.time())
-    headers = {
+def _headers(delivery: Delivery, body: bytes) -> dict:
+    return {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        signing.HEADER: signing.header(hook.secret, stamp, body),
+        signing.HEADER: signing.header(delivery.hook.secret, int(time.time()), body),
         "Euler-Event": delivery.event_type,
         "Euler-Delivery": str(delivery.pk),
     }
-    outcome = asyncio.run(_post(hook.url, body, headers, settings.EULER_WEBHOOK_TIMEOUT))
+
+
+async def _post_all(requests: list[tuple[int, str, bytes, dict]], deadline: float) -> list[Outcome]:
+    """Every request's outcome, in order: hooks concurrently, each hook's requests one after the other."""
+    by_hook: dict[int, list[int]] = {}
+    for i, (hook_id, *_rest) in enumerate(requests):
+        by_hook.setdefault(hook_id, []).append(i)
+    outcomes: list[Outcome | None] = [None] * len(requests)
+
+    async def one_hook(indices: list[int]) -> None:
+        for i in indices:
+            _hook, url, body, headers = requests[i]
+            outcomes[i] = await _post(url, body, headers, deadline)
+
+    await asyncio.gather(*(one_hook(indices) for indices in by_hook.values()))
+    return outcomes  # type: ignore[return-value]
+
+
+def _record(delivery: Delivery, outcome: Outcome) -> None:
     DeliveryTry.objects.create(
         delivery=delivery,
         number=delivery.attempts,
@@ -105,16 +113,35 @@ def deliver(delivery_id: int) -> float | None:
         error=outcome.error,
         response_excerpt=outcome.excerpt,
     )
+    now = timezone.now()
     if outcome.ok:
-        Delivery.objects.filter(pk=delivery.pk).update(state=DeliveryState.SUCCEEDED, updated_at=timezone.now())
-        return None
-    if delivery.attempts >= settings.EULER_WEBHOOK_MAX_TRIES:
-        Delivery.objects.filter(pk=delivery.pk).update(state=DeliveryState.FAILED, updated_at=timezone.now())
-        return None
-    delay = retry_after(delivery.attempts)
-    Delivery.objects.filter(pk=delivery.pk).update(
-        state=DeliveryState.PENDING,
-        next_attempt_at=timezone.now() + timedelta(seconds=delay),
-        updated_at=timezone.now(),
+        state, due = DeliveryState.SUCCEEDED, delivery.next_attempt_at
+    elif delivery.attempts >= settings.EULER_WEBHOOK_MAX_TRIES:
+        state, due = DeliveryState.FAILED, delivery.next_attempt_at
+    else:
+        state, due = DeliveryState.PENDING, now + timedelta(seconds=retry_after(delivery.attempts))
+    Delivery.objects.filter(pk=delivery.pk, state=DeliveryState.SENDING, attempts=delivery.attempts).update(
+        state=state, next_attempt_at=due, updated_at=now
     )
-    return delay
+
+
+def deliver_batch(claimed: list[tuple[int, int]]) -> int:
+    """One try of each claimed (delivery id, attempt number), concurrently; returns how many were sent."""
+    wanted = dict(claimed)
+    rows = [
+        d
+        for d in Delivery.objects.select_related("hook")
+        .filter(pk__in=list(wanted), state=DeliveryState.SENDING)
+        .order_by("next_attempt_at", "id")
+        if d.attempts == wanted[d.pk]
+    ]
+    if not rows:
+        return 0
+    requests = []
+    for delivery in rows:
+        body = body_of(delivery.payload)
+        requests.append((delivery.hook_id, delivery.hook.url, body, _headers(delivery, body)))
+    outcomes = asyncio.run(_post_all(requests, settings.EULER_WEBHOOK_TIMEOUT))
+    for delivery, outcome in zip(rows, outcomes, strict=True):
+        _record(delivery, outcome)
+    return len(rows)

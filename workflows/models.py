@@ -25,6 +25,9 @@ class Schedule(models.Model):
     enabled = models.BooleanField(default=True)
     next_tick_at = models.DateTimeField(null=True, blank=True)  # UTC; None: disabled or never fires again
     last_tick_at = models.DateTimeField(null=True, blank=True)
+    # The shortest gap between two ticks of its cron, in seconds (None: it fires at most once): the project's
+    # limits (quotas.Quota: minimum period, runs per minute) are checked against it (workflows/fairness.py).
+    min_period = models.PositiveIntegerField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -59,6 +62,7 @@ class ScheduleRun(models.Model):
 
     class Meta:
         ordering = ["-tick"]
+        indexes = [models.Index(fields=["created_at"], name="schedulerun_created")]  # retention
         constraints = [models.UniqueConstraint(fields=["schedule", "tick"], name="schedulerun_schedule_tick")]
 
     def __str__(self) -> str:
@@ -132,9 +136,11 @@ class DeliveryTry(models.Model):
 
 
 class DispatchCursor(models.Model):
-    """The one row that says how far the job event stream has been turned into deliveries."""
+    """How far a project's job events have been turned into deliveries (one row per project with enabled hooks)."""
 
-    last_event_id = models.BigIntegerField(default=0)
+    project = models.OneToOneField("quotas.Project", null=True, on_delete=models.CASCADE, related_name="+")
+    last_event_id = models.BigIntegerField(default=0)  # every event up to this one is settled and dispatched
+    seen_event_id = models.BigIntegerField(default=0)  # the newest event dispatched (those between: read again)
 
     def __str__(self) -> str:
-        return f"webhook dispatch cursor at event {self.last_event_id}"
+        return f"webhook dispatch cursor of project {self.project_id} at event {self.last_event_id}"

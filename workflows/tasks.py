@@ -12,13 +12,22 @@ DELIVER = "workflows.tasks.webhook_deliver"
 
 @shared_task(name="workflows.tasks.schedule_tick", ignore_result=True)
 def schedule_tick() -> None:
-    schedules.run_due(limit=settings.EULER_SCHEDULE_BATCH)
+    schedules.run_due(budget=settings.EULER_SCHEDULE_PASS_SECONDS)
 
 
 @shared_task(name="workflows.tasks.webhook_dispatch", ignore_result=True)
 def webhook_dispatch() -> None:
-    for delivery_id in dispatch.dispatch() + dispatch.overdue():
-        deliver_soon(delivery_id)
+    """Beat's pass (queue `dispatch`): new job events into deliveries, then the due ones to the senders."""
+    dispatch.dispatch()
+    webhook_pump()
+
+
+@shared_task(name="workflows.tasks.webhook_pump", ignore_result=True)
+def webhook_pump() -> None:
+    """Due deliveries to the senders, one batch per project (queue `dispatch`): after a pass, and after a batch
+    ends, so that a project's next batch need not wait for beat."""
+    for batch in dispatch.claim():
+        webhook_deliver.apply_async((batch,))
 
 
 @shared_task(name="workflows.tasks.prune_deliveries", ignore_result=True)
@@ -27,11 +36,11 @@ def prune_deliveries() -> None:
 
 
 @shared_task(name=DELIVER, ignore_result=True)
-def webhook_deliver(delivery_id: int) -> None:
-    delay = delivery.deliver(delivery_id)
-    if delay is not None:
-        deliver_soon(delivery_id, countdown=delay)
+def webhook_deliver(batch) -> None:
+    """One batch of one project (queue `webhooks`): [(delivery id, attempt number)], sent concurrently."""
+    if delivery.deliver_batch([tuple(pair) for pair in batch]):
+        webhook_pump.apply_async()
 
 
-def deliver_soon(delivery_id: int, *, countdown: float = 0.0) -> None:
-    webhook_deliver.apply_async((delivery_id,), countdown=countdown or None)
+def pump_soon() -> None:
+    webhook_pump.apply_async()

@@ -8,27 +8,13 @@ from django.db import transaction
 from django.utils import timezone
 
 import audit
-from agents import ssrf
 from euler.errors import InvalidInput
 from quotas import scoped
 from workflows import events, signing
+from workflows.destinations import check_destination
 from workflows.models import Delivery, Webhook
 
 MAX_HOOKS = 20  # per project
-
-
-def allowed_networks():
-    return ssrf.allowed_networks("EULER_WEBHOOK_ALLOWED_NETWORKS")
-
-
-def check_destination(url) -> str:
-    """The SSRF guard of the gateway with the webhooks' own allow-list: 400 forbidden_address when refused."""
-    if not isinstance(url, str) or not url or len(url) > 2000:
-        raise InvalidInput("url is an http(s) URL of at most 2000 characters.", code="invalid_url")
-    why = ssrf.check_url(url, allowed_networks())
-    if why:
-        raise InvalidInput(f"url refused: {why}.", code="forbidden_address", extra={"reason": why})
-    return url
 
 
 def get_hook(*, project, hook_id: int) -> Webhook:
@@ -79,5 +65,5 @@ def redeliver(*, delivery: Delivery, by=None) -> Delivery:
     )
     audit.record("webhook.redelivered", project=delivery.hook.project, target=f"webhook:{delivery.hook_id}",
                  details={"delivery": delivery.pk, "new_delivery": copy.pk}, by=by)  # fmt: skip
-    transaction.on_commit(lambda: tasks.deliver_soon(copy.pk))
+    transaction.on_commit(tasks.pump_soon)
     return copy

@@ -170,6 +170,8 @@ def test_quota_changed_by_command_and_admin(project, make_user, client):
         "output_bytes": quota.output_bytes,
         "initial-output_bytes": quota.output_bytes,  # a callable default: the admin posts its initial value too
     }
+    for name in ("max_schedules", "schedule_min_period", "schedule_runs_per_minute"):  # callable defaults too
+        form[name] = form[f"initial-{name}"] = getattr(quota, name)
     response = client.post(f"/admin/quotas/quota/{quota.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:2000]
     event = last("quota.changed")
@@ -287,6 +289,11 @@ def test_quota_changed_in_the_projects_admin_page(project, owner, make_user, cli
         "quota-0-max_api_keys": quota.max_api_keys,
         "quota-0-output_bytes": quota.output_bytes,
         "initial-quota-0-output_bytes": quota.output_bytes,
+        **{
+            f"{prefix}quota-0-{name}": getattr(quota, name)
+            for name in ("max_schedules", "schedule_min_period", "schedule_runs_per_minute")
+            for prefix in ("", "initial-")
+        },
         "memberships-TOTAL_FORMS": "1",
         "memberships-INITIAL_FORMS": "1",
         "memberships-MIN_NUM_FORMS": "0",

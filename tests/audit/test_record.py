@@ -144,3 +144,18 @@ def test_an_owner_session_reads_its_project(client, project, owner):
     _at(project, "job.retried", timezone.now())
     client.force_login(owner)
     assert client.get("/api/v1/audit").json()["count"] == 1
+
+
+@pytest.mark.parametrize(
+    "url, kept",
+    [
+        ("https://hooks.slack.com/services/T0/B0/tok", "https://hooks.slack.com/[redacted]"),
+        ("https://discord.com/api/webhooks/1/tok?wait=1", "https://discord.com/[redacted]"),
+        ("https://user:pw@example.com:8443", "https://example.com:8443"),
+        ("https://example.com/", "https://example.com"),
+        ("http://[::1]:9/x", "http://[::1]:9/[redacted]"),
+        ("not a url", REDACTED),
+    ],
+)
+def test_a_url_under_a_url_key_keeps_only_its_origin(url, kept):
+    assert scrub({"url": url, "base_url": url})["url"] == kept == scrub({"base_url": url})["base_url"]

@@ -101,7 +101,7 @@ def start_stack(stacks, tmp_path_factory, name, https_port, http_port, **kw) -> 
     stacks.append(stack)
     started = time.monotonic()
     stack.up()
-    stack.wait_healthy(["postgres", "redis", "web", "worker-control", "worker", "beat", "caddy"])
+    stack.wait_healthy(["postgres", "redis", "web", "worker-control", "worker", "worker-dispatch", "beat", "caddy"])
     stack.fetch_ca(tmp_path_factory.mktemp(name) / "ca.crt")
     with httpx.Client(verify=ssl.create_default_context(cafile=str(stack.ca_file)), trust_env=False) as c:
         while c.get(f"{stack.url}/readyz").status_code != 200:
@@ -313,7 +313,7 @@ def test_the_shipped_stack_end_to_end(images, stacks, tmp_path_factory):
         "/backup",
     )
     fresh.up()
-    fresh.wait_healthy(["web", "worker-control", "worker", "beat", "caddy"])
+    fresh.wait_healthy(["web", "worker-control", "worker", "worker-dispatch", "beat", "caddy"])
     fresh.fetch_ca(tmp_path_factory.mktemp("b") / "ca.crt")
     restored = api(fresh, key)  # API keys are stored hashed: the same key works on the restored platform
     assert all_jobs(restored) == jobs_before
@@ -361,12 +361,12 @@ def upgrade(stack: Stack, client: httpx.Client, jobs_before: list[tuple]) -> Non
     restart on it, then upgrade as docs/deploy.md says: migrate, then web, worker, beat."""
     plan = stack.manage("shell", "-c", PREVIOUS_MIGRATIONS).strip().splitlines()[-1]
     targets = json.loads(plan)
-    stack.compose("stop", "web", "worker-control", "worker", "beat")
+    stack.compose("stop", "web", "worker-control", "worker", "worker-dispatch", "beat")
     for app, name in targets:
         stack.compose("run", "--rm", "--no-deps", "migrate", "python", "manage.py", "migrate", app, name)
     stack.compose("run", "--rm", "--no-deps", "migrate")
-    stack.compose("up", "-d", "--force-recreate", "web", "worker-control", "worker", "beat")
-    stack.wait_healthy(["web", "worker-control", "worker", "beat", "caddy"])
+    stack.compose("up", "-d", "--force-recreate", "web", "worker-control", "worker", "worker-dispatch", "beat")
+    stack.wait_healthy(["web", "worker-control", "worker", "worker-dispatch", "beat", "caddy"])
     assert all_jobs(client) == jobs_before
     figure("upgrade", f"rolled back {len(targets)} newest migrations ({targets}), migrated forward, 0 rows lost")
 

@@ -8,8 +8,8 @@
     platform.restart_agent("n1")       # same state dir, no token: uses the stored credential
     platform.stop()                    # kills everything it started
 
-Two workers, as `make up` starts them: `worker-control` serves the control queue (scheduling, liveness) and `worker`
-the health, maintenance and webhooks queues (euler/taskpolicy.py).
+Three workers, as `make up` starts them: `worker-control` serves the control queue (scheduling, liveness), `worker`
+the health, maintenance and webhooks queues, and `worker-dispatch` the webhook dispatch (euler/taskpolicy.py).
 
 What it gives the processes: the test database (the `transactional_db` data is visible to them;
 `DATABASE_URL` names pytest-django's test database, PostgreSQL or the SQLite file), its own Redis
@@ -239,7 +239,8 @@ class Platform:
                                "--port", str(self.port), "--no-access-log", "--log-level", "warning",
                                "--timeout-graceful-shutdown", "3"])  # fmt: skip
         if worker:
-            # As `make up` runs them: `worker-control` serves the control queue alone, `worker` the others.
+            # As `make up` runs them: `worker-control` the control queue alone, `worker-dispatch` the webhook
+            # dispatch alone, `worker` the others.
             for name, argv in worker_commands(PY, loglevel="info", concurrency=self.worker_concurrency):
                 self.spawn(name, [*argv, "--without-gossip", "--without-mingle"])
         if beat:

@@ -107,12 +107,14 @@ def test_audit_events_past_their_retention_go(project, settings):
 def test_zero_days_keeps_everything(project, settings):
     settings.EULER_JOB_RETENTION_DAYS = 0
     settings.EULER_AUDIT_RETENTION_DAYS = 0
+    settings.EULER_SCHEDULE_RUN_RETENTION_DAYS = 0
     make_job(project)
     AuditEvent.objects.create(action="job.retried", actor="system", project=project)
     assert retention.purge_expired(now=timezone.now() + 10_000 * DAY) == {
         "jobs": 0,
         "node_events": 0,
         "audit_events": 0,
+        "schedule_runs": 0,
     }
     assert Job.objects.count() == 1 and AuditEvent.objects.count() == 1
 

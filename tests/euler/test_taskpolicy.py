@@ -9,7 +9,7 @@ import pytest
 from celery import current_app
 
 from euler import celerytask, metrics, taskpolicy
-from euler.taskpolicy import CONTROL, HEALTH, MAINTENANCE, WEBHOOKS
+from euler.taskpolicy import CONTROL, DISPATCH, HEALTH, MAINTENANCE, QUEUES, WEBHOOKS
 
 CONTROL_LOOP = {
     "jobs.tasks.schedule",
@@ -52,8 +52,13 @@ def test_health_checks_and_maintenance_are_on_their_own_queues(app):
     for name in ("quotas.flush_invocations", "euler.tasks.purge_expired", "jobs.tasks.compact_logs",
                  "gateway.tasks.prune_invocations", "jobs.tasks.enforce_budgets"):  # fmt: skip
         assert queue_of(app, name) == MAINTENANCE, name
-    for name in ("workflows.tasks.webhook_dispatch", "workflows.tasks.webhook_deliver"):
-        assert queue_of(app, name) == WEBHOOKS, name
+    assert queue_of(app, "workflows.tasks.webhook_deliver") == WEBHOOKS
+
+
+def test_the_webhook_dispatch_has_a_queue_apart_from_the_deliveries(app):
+    # A backlog of slow deliveries on `webhooks` never holds the pass that makes and hands out deliveries.
+    on_dispatch = {name for name in project_tasks(app) if queue_of(app, name) == DISPATCH}
+    assert on_dispatch == {"workflows.tasks.webhook_dispatch", "workflows.tasks.webhook_pump"}
 
 
 def test_a_task_missing_from_the_table_never_lands_on_the_control_queue(app):
@@ -84,20 +89,28 @@ def test_every_periodic_task_is_single_flight_and_its_beat_messages_expire(app, 
     assert settings.CELERY_WORKER_MAX_MEMORY_PER_CHILD == settings.EULER_WORKER_MAX_MEMORY_MB * 1024
 
 
-def test_make_up_and_the_harness_start_a_worker_for_the_control_queue_alone():
+def test_make_up_and_the_harness_start_a_worker_for_the_control_queue_alone_and_one_for_the_dispatch():
     from config.up import worker_commands
 
     commands = dict(worker_commands("python"))
     queues = {name: argv[argv.index("-Q") + 1].split(",") for name, argv in commands.items()}
-    assert queues == {"worker-control": [CONTROL], "worker": [HEALTH, MAINTENANCE, WEBHOOKS]}
-    assert len({argv[argv.index("-n") + 1] for argv in commands.values()}) == 2
+    assert queues == {
+        "worker-control": [CONTROL],
+        "worker": [HEALTH, MAINTENANCE, WEBHOOKS],
+        "worker-dispatch": [DISPATCH],
+    }
+    assert sorted(q for qs in queues.values() for q in qs) == sorted(QUEUES)  # every queue has a consumer
+    assert len({argv[argv.index("-n") + 1] for argv in commands.values()}) == 3
+    assert all(argv[argv.index("-O") + 1] == "fair" for argv in commands.values())  # idle processes only
 
 
-def test_compose_runs_a_worker_for_the_control_queue_alone():
+def test_compose_runs_a_worker_for_the_control_queue_alone_and_one_for_the_dispatch():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text()
     assert '"-Q", "control"' in text and '"-Q", "health,maintenance,webhooks"' in text
+    assert '"-Q", "dispatch"' in text
+    assert text.count('"worker", "-l", "info", "-O", "fair"') == 3
 
 
 # --- single flight ------------------------------------------------------------------------------------------

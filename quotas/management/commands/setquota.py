@@ -11,6 +11,9 @@ FIELDS = {
     "invocations": "invocations",
     "concurrent_jobs": "max_concurrent_jobs",
     "api_keys": "max_api_keys",
+    "schedules": "max_schedules",
+    "schedule_min_period": "schedule_min_period",
+    "schedule_runs_per_minute": "schedule_runs_per_minute",
 }
 
 
@@ -30,6 +33,8 @@ class Command(AuditedCommand):
         changes = {field: options[flag] for flag, field in FIELDS.items() if options.get(flag) is not None}
         if any(v < 0 for v in changes.values()):
             raise CommandError("quota values cannot be negative")
+        if changes.get("schedule_min_period", 60) < 60:
+            raise CommandError("the schedule minimum period is at least 60 seconds (cron's finest step)")
         weight = options.get("weight")
         if weight is not None and not (0 < weight <= MAX_WEIGHT):  # NaN fails too
             raise CommandError(f"the weight must be above 0 and at most {MAX_WEIGHT:g}")
@@ -46,5 +51,6 @@ class Command(AuditedCommand):
         self.stdout.write(
             f"{found.name}: cpu_core_seconds={q.cpu_core_seconds} gpu_seconds={q.gpu_seconds} "
             f"invocations={q.invocations} concurrent_jobs={q.max_concurrent_jobs} api_keys={q.max_api_keys} "
-            f"weight={found.weight:g}"
+            f"schedules={q.max_schedules} schedule_min_period={q.schedule_min_period} "
+            f"schedule_runs_per_minute={q.schedule_runs_per_minute} weight={found.weight:g}"
         )
