@@ -68,6 +68,20 @@ class Run(Verdicts):
         self.ids: dict[str, int] = {}
         self.crashed: list[str] = []  # processes that exited on their own
 
+    def add_node(self) -> None:
+        """As tests/e2e/test_chaos.Chaos.add_node, with the patience a loaded machine needs."""
+        from nodes.models import Node
+        from nodes.services import enrollment_token_create, node_approve
+
+        name, wait = f"chaos-{uuid.uuid4().hex[:6]}", self.platform.wait_for
+        _, token = enrollment_token_create(trust="platform", label="chaos")
+        agent = self.platform.start_agent(name, token=token)
+        node = wait(lambda: Node.objects.filter(name=name).first(), f"{name} enrolls", timeout=300, every=0.5)
+        node_approve(node=node, trust="platform", public_pool=True)
+        wait(lambda: "approved" in agent.log(), f"{name} learns it is approved", timeout=300, every=0.5)
+        wait(lambda: Node.objects.get(name=name).online, f"{name} online", timeout=300, every=0.5)
+        self.chaos.nodes.append(name)
+
     def post(self, path: str, body: dict) -> dict:
         r = self.http.post(path, json=body, timeout=60)
         if r.status_code != 201:
@@ -191,7 +205,7 @@ def main() -> int:
         platform.start(timeout=180)
         run = Run(platform, args)
         for _ in range(2):
-            run.chaos.add_node()
+            run.add_node()
         run.submit()
         print(f"chaos-features: submitted; faults begin (first tick {run.first_tick:%H:%M})", flush=True)
         run.inject_until_done()
