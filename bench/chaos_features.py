@@ -25,6 +25,7 @@ Exit status 1 when any of those is not 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -39,10 +40,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.chaos_verdicts import CHAINS, TERMINAL, Verdicts, report  # noqa: E402
+from nodeagent import protocol  # noqa: E402
 
 IMAGE = "euler-test/busybox"
 SMALL = {"image": IMAGE, "cpu_milli": 20, "memory_bytes": 16 << 20, "gpu_count": 0, "timeout_seconds": 120,
-         "max_retries": 3, "retry_on": ["lost"], "outputs": ["/out"]}  # fmt: skip
+         "max_retries": 10, "retry_on": ["lost"], "outputs": ["/out"]}  # fmt: skip
 
 
 def writer(prefix: str, what: str, seconds: str, code: int = 0) -> list[str]:
@@ -67,6 +69,17 @@ class Run(Verdicts):
         self.prefix = uuid.uuid4().hex[:6]
         self.ids: dict[str, int] = {}
         self.crashed: list[str] = []  # processes that exited on their own
+
+    def cleanup(self) -> None:
+        """This run's containers, by its nodes' label (the low-level list: no inspect that races a removal)."""
+        import docker
+
+        self.chaos._stream.close()
+        client = docker.from_env()
+        for name in self.chaos.nodes:
+            for c in client.api.containers(all=True, filters={"label": f"{protocol.LABEL_NODE}={name}"}):
+                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                    client.api.remove_container(c["Id"], force=True)
 
     def add_node(self) -> None:
         """As tests/e2e/test_chaos.Chaos.add_node, with the patience a loaded machine needs."""
@@ -140,7 +153,7 @@ class Run(Verdicts):
             if time.monotonic() - started > self.args.max_chaos:
                 print(f"chaos-features: faults stopped after --max-chaos {self.args.max_chaos} s", flush=True)
                 break
-            time.sleep(self.rng.uniform(2.0, 6.0))
+            time.sleep(self.rng.uniform(*self.args.every))
             self.revive_crashed()
             self.chaos.inject(plan.pop() if plan else self.rng.choice(victims))
         self.chaos_seconds = time.monotonic() - started
@@ -177,6 +190,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="replay a run (0: a fresh seed, printed)")
     parser.add_argument("--min-chaos", type=float, default=90, help="inject faults at least this long (s)")
     parser.add_argument("--max-chaos", type=float, default=3600, help="and at most this long (s)")
+    parser.add_argument("--every", type=float, nargs=2, default=(5.0, 15.0), metavar=("MIN", "MAX"),
+                        help="seconds between faults, drawn uniformly (default 5 15)")  # fmt: skip
     parser.add_argument("--keep", help="copy the processes' logs here at the end")
     args = parser.parse_args()
     args.seed = args.seed or random.SystemRandom().randrange(1, 1 << 30)
@@ -219,12 +234,14 @@ def main() -> int:
             dest = Path(args.keep or REPO / "var" / "chaos-features" / str(args.seed))
             platform.collect(dest)
             print(f"process logs kept in {dest}")
-        if run is not None:
-            run.chaos.cleanup()
-        platform.stop()
-        connection.close()
-        connection.creation.destroy_test_db(old_name, verbosity=0)
-        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            if run is not None:
+                run.cleanup()
+        finally:
+            platform.stop()  # every process it started, the job networks of its agents
+            connection.close()
+            connection.creation.destroy_test_db(old_name, verbosity=0)
+            shutil.rmtree(tmp, ignore_errors=True)
     return failed
 
 
