@@ -192,6 +192,8 @@ def main() -> int:
     parser.add_argument("--max-chaos", type=float, default=3600, help="and at most this long (s)")
     parser.add_argument("--every", type=float, nargs=2, default=(5.0, 15.0), metavar=("MIN", "MAX"),
                         help="seconds between faults, drawn uniformly (default 5 15)")  # fmt: skip
+    parser.add_argument("--offline-after", type=int, default=30, help="EULER_NODE_OFFLINE_AFTER (default 30 s: "
+                        "a killed agent restarts within it even on a loaded machine, and adopts its containers)")  # fmt: skip
     parser.add_argument("--keep", help="copy the processes' logs here at the end")
     args = parser.parse_args()
     args.seed = args.seed or random.SystemRandom().randrange(1, 1 << 30)
@@ -213,7 +215,12 @@ def main() -> int:
     connection.settings_dict["TEST"]["NAME"] = f"euler_bench_chaosf_{os.getpid()}"
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     tmp = Path(tempfile.mkdtemp(prefix="chaosf-"))
-    env = {**FAST, "EULER_JOB_ARRAY_MAX_COUNT": str(max(1000, args.tasks)), "EULER_SCHEDULE_TICK": "1"}
+    env = {
+        **FAST,
+        "EULER_JOB_ARRAY_MAX_COUNT": str(max(1000, args.tasks)),
+        "EULER_SCHEDULE_TICK": "1",
+        "EULER_NODE_OFFLINE_AFTER": str(args.offline_after),
+    }
     platform, run, failed = Platform(tmp, env=env), None, 1
     try:
         started = time.monotonic()

@@ -164,8 +164,13 @@ class Verdicts:
                 [(a.started_at or a.created_at, a.ended_at) for a in by_job.get(j.id, []) if a.started_at or a.ended_at]
             )
         ]
-        double += [f"{j.name} (containers)" for j in jobs if overlapping(containers.get(j.id, []))]
+        double += [
+            f"{j.name} (containers {_spans(containers[j.id])}; attempts {_attempts(by_job.get(j.id, []))})"
+            for j in jobs
+            if overlapping(containers.get(j.id, []))
+        ]
         return {
+            "not_succeeded": [f"{j.name}: {j.state}/{j.reason}" for j in jobs if j.state != "succeeded"],
             "jobs": len(jobs),
             "not_ended_once": [j.name for j in jobs if ends.get(j.id, 0) != 1],
             "double_runs": double,
@@ -175,6 +180,19 @@ class Verdicts:
                 Counter(f"{a.state}/{a.reason}" for v in by_job.values() for a in v if a.state != "succeeded")
             ),
         }
+
+
+def _spans(runs: list) -> str:
+    t0 = min(start for start, _ in runs)
+    return ", ".join(f"[{start - t0:.1f}, {'-' if die is None else f'{die - t0:.1f}'}]" for start, die in sorted(runs))
+
+
+def _attempts(attempts: list) -> str:
+    return ", ".join(
+        f"#{a.number} node {a.node_id} {a.state}/{a.reason} {a.started_at and a.started_at.strftime('%H:%M:%S.%f')[:12]}"
+        f"–{a.ended_at and a.ended_at.strftime('%H:%M:%S.%f')[:12]}"
+        for a in attempts
+    )
 
 
 def report(run, o: dict, d: dict, t: dict, j: dict, took: float) -> int:
@@ -204,6 +222,8 @@ def report(run, o: dict, d: dict, t: dict, j: dict, took: float) -> int:
         "exited on their own": run.crashed,
         "not ended once": j["not_ended_once"], "double runs": j["double_runs"],
     }  # fmt: skip
+    if j["not_succeeded"]:
+        p(f"jobs that did not succeed: {j['not_succeeded']}")
     if run.crashed:
         p(f"processes that exited on their own (restarted by the bench): {len(run.crashed)}")
     failed = 0
