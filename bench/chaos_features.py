@@ -69,6 +69,7 @@ class Run(Verdicts):
         self.prefix = uuid.uuid4().hex[:6]
         self.ids: dict[str, int] = {}
         self.crashed: list[str] = []  # processes that exited on their own
+        self.unfinished = 0  # jobs not ended when the verdicts were taken
 
     def cleanup(self) -> None:
         """This run's containers, by its nodes' label (the low-level list: no inspect that races a removal)."""
@@ -162,8 +163,13 @@ class Run(Verdicts):
         from jobs.models import Job
 
         jobs = Job.objects.filter(project=self.project).exclude(name=f"cf{self.prefix}-tick")
-        self.platform.wait_for(lambda: self.revive_crashed() or not jobs.exclude(state__in=TERMINAL).exists(),
-                               "every job ends", timeout=timeout, every=1)  # fmt: skip
+        try:
+            self.platform.wait_for(lambda: self.revive_crashed() or not jobs.exclude(state__in=TERMINAL).exists(),
+                                   "every job ends", timeout=timeout, every=1)  # fmt: skip
+        except AssertionError:  # the verdicts still say what they can (the unfinished jobs are counted)
+            left = jobs.exclude(state__in=TERMINAL)
+            self.unfinished += left.count()
+            print(f"chaos-features: not every job ended within {timeout:.0f} s: {self.unfinished} left", flush=True)
         return list(jobs)
 
     def close_schedule(self) -> datetime:
@@ -179,7 +185,10 @@ class Run(Verdicts):
         from jobs.models import Job
 
         ticks = Job.objects.filter(project=self.project, name=f"cf{self.prefix}-tick")
-        self.platform.wait_for(lambda: not ticks.exclude(state__in=TERMINAL).exists(), "tick jobs end", timeout=300)
+        try:
+            self.platform.wait_for(lambda: not ticks.exclude(state__in=TERMINAL).exists(), "tick jobs end", timeout=300)
+        except AssertionError:
+            self.unfinished += ticks.exclude(state__in=TERMINAL).count()
         return last
 
 

@@ -222,6 +222,8 @@ def report(run, o: dict, d: dict, t: dict, j: dict, took: float) -> int:
         "exited on their own": run.crashed,
         "not ended once": j["not_ended_once"], "double runs": j["double_runs"],
     }  # fmt: skip
+    if run.unfinished:
+        p(f"jobs not ended when the verdicts were taken: {run.unfinished} (the run is incomplete)")
     if j["not_succeeded"]:
         p(f"jobs that did not succeed: {j['not_succeeded']}")
     if run.crashed:
@@ -231,4 +233,4 @@ def report(run, o: dict, d: dict, t: dict, j: dict, took: float) -> int:
         if items:
             failed = 1
             p(f"  {what}: {items[:10]}{' …' if len(items) > 10 else ''}")
-    return failed or int(t["doubled"] > 0)
+    return failed or int(t["doubled"] > 0 or run.unfinished > 0)
