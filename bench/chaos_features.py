@@ -1,5 +1,6 @@
-"""Chaos across the new features: kill -9 of an agent, a worker, the web process and Redis while an array whose
-tasks write outputs runs, dependency chains settle and a per-minute schedule ticks.
+"""Chaos across the new features: kill -9 of agents, workers, web and Redis under arrays, outputs, chains, a schedule.
+
+An array whose tasks write outputs runs, dependency chains settle and a per-minute schedule ticks meanwhile.
 
     DATABASE_URL=postgres://root@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379/0 \
         .venv/bin/python bench/chaos_features.py [--tasks 200] [--parallelism 10] [--seed N] [--min-chaos 90]
