@@ -6,6 +6,7 @@
 Runs tests/e2e/test_chaos.py (the same harness and checks as `make test`, sized by EULER_CHAOS_JOBS)
 and prints its figures: jobs, faults injected, lost, double runs, missing lines. A fault every third
 job: about 33 kills for 100 jobs. Needs the local Docker engine and the `euler-test/busybox` image.
+The same faults across arrays with outputs, dependency chains and a schedule: bench/chaos_features.py.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def _check_limits(schedule: Schedule, *, new: bool) -> None:
     if quota is None:
         return
     limits = fairness.ScheduleLimits(quota.max_schedules, quota.schedule_min_period, quota.schedule_runs_per_minute)
-    others = Schedule.objects.filter(project_id=schedule.project_id).exclude(pk=schedule.pk)
+    others = scoped.schedules(project=schedule.project_id).exclude(pk=schedule.pk)
     rate = (
         others.filter(enabled=True, min_period__gt=0).aggregate(r=Sum(60.0 / Cast(F("min_period"), FloatField())))["r"]
         or 0.0
@@ -134,9 +134,10 @@ def schedules_of_departed_member(*, project_id: int, user_id: int, username: str
     """Disable the enabled schedules that a departing member created in the project (they would keep submitting
     as someone who is no longer there), each with an audit entry; inside the caller's transaction (the
     membership's removal). Returns how many."""
-    rows = list(Schedule.objects.select_for_update().filter(project_id=project_id, created_by_id=user_id, enabled=True))
+    mine = scoped.schedules(project=project_id)
+    rows = list(mine.select_for_update().filter(created_by_id=user_id, enabled=True))
     for schedule in rows:
-        Schedule.objects.filter(pk=schedule.pk).update(enabled=False, next_tick_at=None, updated_at=timezone.now())
+        mine.filter(pk=schedule.pk).update(enabled=False, next_tick_at=None, updated_at=timezone.now())
         audit.record("schedule.disabled", project=project_id, target=f"schedule:{schedule.name}",
                      details={"reason": "member_removed", "member": username})  # fmt: skip
     return len(rows)
