@@ -23,6 +23,13 @@ class AttemptStart:
         """Image, create, start, `running` report; False when the attempt ended before running."""
         a = self.assignment
         self._move(Phase.STARTING)
+        # Everything a restarted agent needs to finish this attempt as this one would is in the record before it
+        # is first saved: an agent killed between this save and the next adopts the container with it (outputs to
+        # collect, the disk to guard, the GPUs to watch, a deadline), never a bare record that collects nothing.
+        self.record["disk_bytes"] = a.disk_bytes
+        outputs.remember(self)
+        self.record["gpu_uuids"] = list(a.gpu_uuids)
+        self.record["deadline"] = time.time() + a.timeout_seconds  # made exact once the container has started
         self._save()
         self._take_signals()
         if self.stop_reason is not None:
@@ -33,9 +40,6 @@ class AttemptStart:
         if refused:
             self._end(reason="start_failed", exit_code=None, message=refused)
             return False
-        self.record["disk_bytes"] = a.disk_bytes  # a restarted agent goes on guarding the disk
-        outputs.remember(self)
-        self.record["gpu_uuids"] = list(a.gpu_uuids)  # ... and on watching the GPUs
         try:
             for again in (False, True):
                 checked = self.ex.start_checks(a)  # they run beside the create (nodeagent/executor_start.py)
