@@ -55,6 +55,11 @@ def note_report(*, job: Job, attempt: Attempt, report: protocol.AttemptReport) -
                                                            if len(unfinished) > LISTED_IN_EVENT else "")  # fmt: skip
         note_truncated(job=job, attempt=attempt, why="outputs_incomplete",
                        message=f"{len(unfinished)} output file(s) were not uploaded in full: {named}")  # fmt: skip
+    if not report.outputs and job.outputs and report.exit_code is not None:
+        # The container ran and exited, yet the node's last word names no outputs (a modified agent, or one that
+        # lost the attempt's record): say so on the job rather than let it end as though it had none to store.
+        note_truncated(job=job, attempt=attempt, why="outputs_not_reported",
+                       message="the node's end report said nothing of the declared outputs: none were collected")  # fmt: skip
     if report.outputs == "failed":
         note_truncated(job=job, attempt=attempt, why="outputs_failed",
                        message=f"outputs were not stored: {report.outputs_message or 'the upload failed'}")  # fmt: skip

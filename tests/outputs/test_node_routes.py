@@ -290,3 +290,12 @@ def test_an_empty_file_is_stored_without_a_store_write_and_served_as_an_input(se
     consumer, ca = make_job(project, attempt.node, inputs_from=[{"job": job.pk, "path": "out/empty", "to": "/in/e"}])
     reply = client.get(NODE_API + protocol.PATH_INPUT_FILE.format(attempt_id=ca.pk, output_id=row.pk))
     assert reply.status_code == 200 and b"".join(reply.streaming_content) == b""
+
+
+def test_an_ended_report_that_names_no_outputs_of_a_job_that_declared_them_marks_the_job_truncated(setup):
+    job, attempt, client = setup
+    assert job.outputs  # the fixture's job declares outputs
+    assert _end(client, attempt.pk).status_code == 200  # exited 0, and not a word of its outputs
+    job.refresh_from_db()
+    assert job.outputs_truncated
+    assert JobEvent.objects.filter(job=job, reason="outputs_not_reported").count() == 1
