@@ -22,8 +22,15 @@ run() {  # label
     sleep 0.2
   done
   printf '%s: /readyz 200 after %.1f s\n' "$label" "$(echo "$(date +%s.%N) - $start" | bc)"
-  kill -TERM -- "-$pid"
+  kill -TERM -- "-$pid"  # make and its supervisor (Ctrl-C's signal); the supervisor stops its children in order
   wait "$pid" || true
+  while left=$(in_clone); [ -n "$left" ]; do sleep 0.2; done  # every process of this clone has ended
+}
+in_clone() {  # pids whose working directory is the clone (make up's children run there)
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/cwd" 2>/dev/null)" = "$dir" ] && echo "${p#/proc/}"
+  done
+  true
 }
 run fresh
 run warm
