@@ -213,9 +213,7 @@ GATED = "echo started; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo done; e
 
 
 @pytest.mark.parametrize("container", ["still running", "exited"])
-def test_an_agent_back_after_its_node_went_offline_and_the_sweep_ran_reports_the_containers_end_once(
-    euler, container
-):
+def test_an_agent_back_after_its_node_went_offline_and_the_sweep_ran_reports_the_containers_end_once(euler, container):
     """Forced in order, each step awaited: the agent stops, its node is marked offline, the lost-attempt sweep
     runs, the job ends (or not yet), the agent comes back. One attempt, its exit code, its whole log."""
     from nodes.models import Node
