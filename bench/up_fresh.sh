@@ -27,8 +27,9 @@ run() {  # label
   while left=$(in_clone); [ -n "$left" ]; do sleep 0.2; done  # every process of this clone has ended
 }
 in_clone() {  # pids whose working directory is the clone (make up's children run there)
+  local p
   for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/cwd" 2>/dev/null)" = "$dir" ] && echo "${p#/proc/}"
+    [ "${p#/proc/}" != "$$" ] && [ "$(readlink "$p/cwd" 2>/dev/null)" = "$dir" ] && echo "${p#/proc/}"
   done
   true
 }
