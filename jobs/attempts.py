@@ -13,7 +13,9 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from jobs import fencing, retrypolicy, signals, transitions, usage
 from jobs.models import Attempt, Job
@@ -149,17 +151,58 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
 
 
 def node_lost(*, node_id: int, now: datetime | None = None, message: str = "the node went offline") -> int:
-    """Every active attempt on the node is lost; their jobs requeue or end `lost`. Returns how many."""
+    """Every active attempt on the node is lost; their jobs requeue or end `lost`. Returns how many.
+
+    Except those its agent, stopping, said it left running for its next start (POST leaving): they are held
+    until the hold expires (EULER_NODE_RESTART_HOLD), and the sweep loses them after that if the node is still
+    offline. Redis not answering: no hold (lost, as before holds existed)."""
     now = now or timezone.now()
     count = 0
     pairs = list(Attempt.objects.filter(node_id=node_id, state__in=ATTEMPT_ACTIVE).values_list("pk", "job_id"))
+    held = _held(node_id) if pairs else set()
     for attempt_id, job_id in pairs:
+        if attempt_id in held:
+            continue
         with transaction.atomic():
             if end_attempt(attempt_id, job_id, outcome=AttemptState.LOST, reason="lost", message=message, now=now):
                 count += 1
     if count:
         log.info("node %s offline: %d attempts lost", node_id, count)
+    if held & {a for a, _ in pairs}:
+        log.info("node %s offline: attempts %s held for its agent's restart", node_id, sorted(held))
     return count
+
+
+def hold_for_restart(*, node, attempt_ids: list[int]) -> list[int]:
+    """The node's agent is stopping and leaves these attempts' containers for its next start: hold those that are
+    active on this node and their job's current attempt (a node names only its own) from being lost while the node
+    is offline, for EULER_NODE_RESTART_HOLD seconds. Returns the ids held."""
+    from nodes import livestore
+
+    held = sorted(
+        Attempt.objects.filter(
+            pk__in=set(attempt_ids), node=node, state__in=ATTEMPT_ACTIVE, job__current_attempt=F("pk")
+        ).values_list("pk", flat=True)
+    )
+    try:
+        livestore.hold_attempts(node.pk, held, settings.EULER_NODE_RESTART_HOLD)
+    except RedisError:
+        log.warning("node %s: Redis did not answer; its attempts are not held for its restart", node.pk)
+        return []
+    if held:
+        log.info("node %s: its agent stops and leaves %d attempts running; held %g s", node.pk, len(held),
+                 settings.EULER_NODE_RESTART_HOLD)  # fmt: skip
+    return held
+
+
+def _held(node_id: int) -> set[int]:
+    from nodes import livestore
+
+    try:
+        return livestore.held_attempts(node_id)
+    except RedisError:
+        log.warning("node %s: Redis did not answer; its attempts are not held", node_id)
+        return set()
 
 
 def deadlines_expire(*, now: datetime | None = None) -> int:

@@ -29,6 +29,7 @@ log = logging.getLogger("euler.nodeagent")
 
 EXIT_CONFIG = 78  # EX_CONFIG: do not restart, a person must act
 TICK_SECONDS = 0.2
+LEAVING_TIMEOUT = 5.0  # the stop's last request: a control plane that does not answer must not hold the stop up
 
 
 def install_stop_signals(stop: threading.Event) -> None:
@@ -240,6 +241,27 @@ class Daemon:
             except Exception:  # noqa: BLE001
                 log.exception("executor tick failed")
 
+    def say_leaving(self) -> None:
+        """Tell the server which attempts' containers this stop leaves running, so that the node going offline
+        while the agent restarts does not lose them (the server holds them a while: docs/nodes.md). Best effort:
+        without it (a crash, an older server) the node's liveness decides as before."""
+        left = getattr(self.executor, "left_attempts", None)
+        attempts = left() if left is not None and self.fatal is None else []
+        if not attempts:
+            return
+        body = protocol.Leaving(attempts=attempts).model_dump(mode="json")
+        try:
+            reply = protocol.LeavingReply.model_validate(
+                self.client.call("POST", protocol.PATH_LEAVING, body, timeout=LEAVING_TIMEOUT)
+            )
+        except (Unreachable, Refused) as exc:
+            log.warning("could not tell the control plane that %d jobs run on (%s)", len(attempts), exc)
+            return
+        except Exception:  # noqa: BLE001 - stopping anyway
+            log.exception("telling the control plane that jobs run on failed")
+            return
+        log.info("left %d jobs running; the control plane holds them for %.0f s", len(reply.held), reply.hold_seconds)
+
     # --- run -------------------------------------------------------------------------------------
     def run(self) -> int:
         log.info("euler-node %s: node %s, control plane %s", __version__, self.config.name, self.config.url)
@@ -277,6 +299,7 @@ class Daemon:
                 egress.release()  # the job network and rules go with the agent, unless a job still uses them
         finally:
             threads[0].join(timeout=5)
+            self.say_leaving()
             self.client.close()
         if self.fatal:
             log.error("%s", self.fatal)

@@ -14,6 +14,7 @@ import docker
 import requests
 from docker import errors as derrors
 from docker.models.containers import _create_container_args
+from urllib3.exceptions import ProtocolError
 
 from nodeagent import protocol
 
@@ -83,7 +84,8 @@ class LogStream:
             params["since"] = f"{since_ns // 1_000_000_000}.{since_ns % 1_000_000_000:09d}"  # inclusive
         self._res = api._get(api._url("/containers/{0}/logs", container_id), params=params, stream=True)
         api._raise_for_status(self._res)
-        api._disable_socket_timeout(api._get_raw_response_socket(self._res))
+        self._sock = api._get_raw_response_socket(self._res)
+        api._disable_socket_timeout(self._sock)
 
     def frames(self) -> Iterator[tuple[str, bytes]]:
         raw = self._res.raw
@@ -97,8 +99,8 @@ class LogStream:
                 if length and not data:
                     return
                 yield ("stderr" if kind == 2 else "stdout"), data
-        except (OSError, ValueError, AttributeError):
-            return  # closed under us: the reader is being shut down
+        except (OSError, ValueError, AttributeError, ProtocolError):
+            return  # closed under us: the reader is being shut down (a shut-down socket reads as a broken chunk)
 
     __iter__ = frames
 
@@ -111,6 +113,11 @@ class LogStream:
             yield kind, ts, rest if ts is not None else data
 
     def close(self) -> None:
+        """Wakes a reader blocked in `frames` first (shutdown): closing the response under a blocked read would
+        wait for the read's lock, that is for the container's next output (an agent stopping beside a quiet,
+        adopted job would hang)."""
+        with contextlib.suppress(Exception):
+            getattr(self._sock, "_sock", self._sock).shutdown(socket.SHUT_RDWR)  # a SocketIO wraps the socket
         with contextlib.suppress(Exception):  # closing a dead socket is not an error
             self._res.close()
 
@@ -144,8 +151,8 @@ class AttachStream:
                     return
                 if data:
                     yield ("stderr" if kind == 2 else "stdout"), data
-        except (OSError, ValueError, AttributeError):
-            return  # closed under us: the reader is being shut down
+        except (OSError, ValueError, AttributeError, ProtocolError):
+            return  # closed under us: the reader is being shut down (a shut-down socket reads as a broken chunk)
 
     __iter__ = frames
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from nodeagent import protocol, state
+from nodeagent.attempt_phase import Phase
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
 from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
@@ -178,7 +179,10 @@ class Executor(ExecutorGpus, ExecutorStart):
             self._background(self.reap)
 
     def close(self) -> None:
-        """Stop driving attempts; containers keep running and are adopted after a restart."""
+        """Stop driving attempts; containers keep running and are adopted after a restart. Once: the attempts it
+        leaves stay listed (left_attempts), their readers already closed."""
+        if self.closing.is_set():
+            return
         self.closing.set()
         self.image_cache.stop()
         with self._lock:
@@ -187,6 +191,12 @@ class Executor(ExecutorGpus, ExecutorStart):
             run.close_reader()
         for run in runs:
             run.thread.join(timeout=5)
+
+    def left_attempts(self) -> list[int]:
+        """After close(): the attempts whose containers this agent leaves for its next start to adopt (those it
+        had not ended), which the daemon tells the server about (protocol.Leaving)."""
+        with self._lock:
+            return sorted(a for a, run in self._runs.items() if run.phase not in (Phase.ENDED, Phase.DISCARDED))
 
     # --- what a job may use: disk (the start path: nodeagent/executor_start.py) -----------------------
     def watch_disk(self, run: AttemptRun, container_id: str) -> DiskGuard | None:
@@ -260,6 +270,10 @@ class Executor(ExecutorGpus, ExecutorStart):
 
     def _finished(self, run: AttemptRun) -> None:
         self.unwatch_disk(run.attempt_id)
+        if run.phase is Phase.LEFT:
+            # The agent is closing and the container runs on for the next start: it stays listed, so that a
+            # heartbeat sent while the agent stops never tells the server that this attempt is gone.
+            return
         if self.gpu_watch is not None:
             self.gpu_watch.stats.forget(run.attempt_id)  # an attempt that ended without its figures (lost)
         with self._lock:

@@ -39,6 +39,9 @@ PATH_HEARTBEAT = "heartbeat"
 PATH_POLL = "poll"  # POST; long-poll held up to POLL_WAIT_SECONDS, answered at once when work arrives
 PATH_ATTEMPT_REPORT = "attempts/{attempt_id}/report"
 PATH_ATTEMPT_LOGS = "attempts/{attempt_id}/logs"
+# POST by an agent that stops and leaves its jobs' containers running for its next start to adopt (Leaving): the
+# server holds those attempts from being lost while the node is offline, for a while (LeavingReply.hold_seconds).
+PATH_LEAVING = "leaving"
 # Outputs (issue 24). The agent collects an ended container's declared paths into its spool, POSTs the manifest
 # (OutputManifest) to PATH_ATTEMPT_OUTPUTS and gets an OutputsPlan: per accepted file either "chunks" (PUT raw bytes
 # to PATH_ATTEMPT_OUTPUT_FILE with `Content-Range: bytes START-END/SIZE`, at most MAX_OUTPUT_CHUNK_BYTES each,
@@ -187,6 +190,18 @@ class Heartbeat(Strict):
     agent_version: Annotated[str, StringConstraints(max_length=64)] = ""
     resources: Resources
     running: list[RunningAttempt] = Field(default_factory=list, max_length=1024)
+
+
+class Leaving(Strict):
+    """The agent is stopping; these attempts' containers run on (or have exited) and its next start adopts them."""
+
+    protocol_version: int = PROTOCOL_VERSION
+    attempts: list[int] = Field(default_factory=list, max_length=1024)
+
+
+class LeavingReply(Lenient):
+    held: list[int] = Field(default_factory=list)  # the node's active attempts among those listed
+    hold_seconds: float = 0.0  # lost after this long unless a heartbeat from the node comes back first
 
 
 class Command(Lenient):

@@ -7,6 +7,9 @@ EULER_NODE_OFFLINE_AFTER = env_float("EULER_NODE_OFFLINE_AFTER", 30.0, minimum=1
 # When every online node (two or more) goes silent at once, the fault is more likely on the control
 # plane's side: wait this many more seconds before marking them all offline (their attempts lost).
 EULER_NODE_SILENCE_HOLD = env_float("EULER_NODE_SILENCE_HOLD", 90.0, minimum=0.0)
+# An agent that stops and leaves its jobs' containers running for its next start says so (POST leaving): those
+# attempts are not lost while the node is offline for up to this many seconds after that (0: no hold).
+EULER_NODE_RESTART_HOLD = env_float("EULER_NODE_RESTART_HOLD", 60.0, minimum=0.0)
 # How often the beat task looks for silent nodes.
 EULER_NODE_OFFLINE_CHECK_EVERY = env_float("EULER_NODE_OFFLINE_CHECK_EVERY", 5.0, minimum=0.5)
 # Heartbeat interval told to nodes: at least MIN, scaled so that all nodes together send at most the

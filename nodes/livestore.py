@@ -11,6 +11,8 @@ Keys, under `euler:live:<database name>:` (two deployments or test runs on one R
 - `webs`      sorted set of `<process>|<budget>` by expiry: the live web processes.
 - `flushed`   the newest last-seen time already written to the database.
 - `webload`   hash: process → `<at>,<event-loop lag>,<heartbeats/s>` (offline detection's overload guard).
+- `hold:<id>`  set of attempt ids a stopping agent left running for its next start (POST leaving), expiring
+              after EULER_NODE_RESTART_HOLD: the offline path does not lose them while it lives.
 - `inval`     a pub/sub channel: `<origin>|<id>,<id>…`, node rows that changed (web processes drop their
               cached copies; `origin`, when set, is the process that wrote the change and keeps its copy).
 """
@@ -18,6 +20,7 @@ Keys, under `euler:live:<database name>:` (two deployments or test runs on one R
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -164,6 +167,21 @@ def bump_quietly(*node_ids: int) -> None:
         bump(*node_ids)
     except RedisError:
         logging.getLogger(__name__).warning("could not tell web processes that nodes %s changed", node_ids)
+
+
+def hold_attempts(node_id: int, attempt_ids: list[int], seconds: float) -> None:
+    """Attempts of a stopping agent held from loss for `seconds` (a later notice replaces an earlier one)."""
+    key = f"{ns()}hold:{node_id}"
+    pipe = client().pipeline()
+    pipe.delete(key)
+    if attempt_ids and seconds > 0:
+        pipe.sadd(key, *attempt_ids)
+        pipe.expire(key, max(1, math.ceil(seconds)))
+    pipe.execute()
+
+
+def held_attempts(node_id: int) -> set[int]:
+    return {int(a) for a in client().smembers(f"{ns()}hold:{node_id}")}
 
 
 def seen_many(node_ids: list[int]) -> dict[int, float]:

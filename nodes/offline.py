@@ -140,6 +140,17 @@ def silent_nodes(now) -> list[tuple[int, str, datetime]]:
     return silent
 
 
+def _heard_since(node_id: int, last: datetime) -> bool:
+    """A heartbeat newer than the one this pass judged by has reached Redis since (the node row, a flush behind,
+    cannot say): the node is not silent. Looked up again right before the node goes offline, so that a heartbeat
+    that raced the pass does not lose the attempts it just listed."""
+    try:
+        seen = livestore.seen_many([node_id]).get(node_id)
+    except RedisError:
+        return False
+    return seen is not None and seen > last.timestamp()
+
+
 def mark_offline(*, now=None) -> list[int]:
     """Nodes silent for their window go offline, each once (a conditional UPDATE), with an event and the
     node_offline signal after commit (the jobs app marks their attempts lost)."""
@@ -156,6 +167,8 @@ def mark_offline(*, now=None) -> list[int]:
     floor = now - timedelta(seconds=settings.EULER_NODE_OFFLINE_AFTER)
     gone = []
     for pk, name, last in silent:
+        if _heard_since(pk, last):
+            continue  # its heartbeat arrived while this pass looked (a restarted agent's first one, say)
         quiet = (now - last).total_seconds()
         if transitions.node_offline(node_id=pk, name=name, last=last, floor=floor, quiet=quiet):
             gone.append(pk)

@@ -14,14 +14,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from django.apps import apps
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from euler.errors import NotFound
 
 if TYPE_CHECKING:
     from agents.models import Agent, AgentInstance
-    from jobs.models import Job
-    from jobs.workflow_models import JobArray
     from workflows.models import Delivery, Schedule, Webhook
 
 MAX_ID = 2**63 - 1  # a larger number is no row's id: 404, like a missing one
@@ -33,11 +31,11 @@ def _objects(label: str):
 
 # --- the project's rows: each lookup by a caller's id starts from one of these ------------------------------------
 # `project` is a Project or its id (a background read passes the job's project_id).
-def jobs(*, project) -> QuerySet[Job]:
+def jobs(*, project) -> QuerySet:  # of jobs.Job (not imported, even for annotations: see above)
     return _objects("jobs.Job").filter(project=project)
 
 
-def arrays(*, project) -> QuerySet[JobArray]:
+def arrays(*, project) -> QuerySet:  # of jobs.JobArray
     return _objects("jobs.JobArray").filter(project=project)
 
 
@@ -96,12 +94,12 @@ def _one(rows: QuerySet, raw, *, what: str, field: str = ""):
     return found
 
 
-def job(*, project, job_id, field: str = "") -> Job:
+def job(*, project, job_id, field: str = "") -> Model:  # a jobs.Job
     """The project's job (without its env); `field` names where the caller wrote the id (e.g. inputs_from)."""
     return _one(jobs(project=project).defer("env"), job_id, what="job", field=field)
 
 
-def array(*, project, array_id, field: str = "") -> JobArray:
+def array(*, project, array_id, field: str = "") -> Model:  # a jobs.JobArray
     return _one(arrays(project=project), array_id, what="array", field=field)
 
 

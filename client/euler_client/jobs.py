@@ -15,7 +15,7 @@ from euler_client.query import query as encode
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
-    from euler_client.client import Client
+    from euler_client.api import Api
 
 
 # attempt (int | None), seq (int | None), stream ("stdout" | "stderr"; "output" for a whole, non-followed log),
@@ -24,7 +24,7 @@ LogChunk = namedtuple("LogChunk", "attempt seq stream data")
 
 
 class Jobs:
-    def __init__(self, client: Client):
+    def __init__(self, client: Api):
         self.c = client
 
     def submit(self, body: dict | None = None, **fields) -> dict:

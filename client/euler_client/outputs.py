@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from euler_client.client import Client
+    from euler_client.api import Api
 
     Progress = Callable[[int, int], None]  # (bytes so far, total)
 
@@ -26,7 +26,7 @@ class ChecksumMismatch(EulerError):
 
 
 class Outputs:
-    def __init__(self, client: Client):
+    def __init__(self, client: Api):
         self.c = client
 
     def list(self, job_id: int) -> dict:

@@ -10,11 +10,11 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-
 if TYPE_CHECKING:
     import httpx
 
-    from euler_client.client import Client
+    from euler_client.api import Api
 
 
 class Nodes:
-    def __init__(self, client: Client):
+    def __init__(self, client: Api):
         self.c = client
 
     def list(self) -> dict:
@@ -50,7 +50,7 @@ class Nodes:
 
 
 class Agents:
-    def __init__(self, client: Client):
+    def __init__(self, client: Api):
         self.c = client
 
     def list(self) -> list[dict]:
@@ -88,7 +88,7 @@ class Agents:
 
 
 class _Invocation:
-    def __init__(self, client: Client, method: str, url: str, kwargs: dict, timeout: float | None):
+    def __init__(self, client: Api, method: str, url: str, kwargs: dict, timeout: float | None):
         self.client, self.method, self.url, self.kwargs = client, method, url, kwargs
         self.timeout = timeout
         self._cm = None
@@ -143,7 +143,7 @@ def sse_events(response: httpx.Response) -> Iterator[dict]:
 
 
 class Keys:
-    def __init__(self, client: Client):
+    def __init__(self, client: Api):
         self.c = client
 
     def list(self) -> list[dict]:
@@ -167,7 +167,7 @@ class Arrays:
     """Job arrays: `client.jobs.submit(..., array={"count": N, "parallelism": P})` makes one; these read and
     steer it. `index` (cancel, retry): one task instead of the whole array."""
 
-    def __init__(self, client: Client):
+    def __init__(self, client: Api):
         self.c = client
 
     def list(self, *, limit: int | None = 50) -> list[dict]:

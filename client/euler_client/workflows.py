@@ -6,11 +6,11 @@ from urllib.parse import quote
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
-    from euler_client.client import Client
+    from euler_client.api import Api
 
 
 class Schedules:
-    def __init__(self, client: Client):
+    def __init__(self, client: Api):
         self.c = client
 
     def list(self) -> list[dict]:
@@ -36,7 +36,7 @@ class Schedules:
 
 
 class Webhooks:
-    def __init__(self, client: Client):
+    def __init__(self, client: Api):
         self.c = client
 
     def list(self) -> list[dict]:

@@ -16,17 +16,11 @@ from __future__ import annotations
 import heapq
 
 from jobs.scheduling.filters import static_reject
-from jobs.scheduling.gpufit import GpuKind, Shape, TypedGpus
+from jobs.scheduling.gpufit import Reservation, Shape, TypedGpus, gpu_kind
 from jobs.scheduling.scores import LONG_JOB_SECONDS, prefer_reliable, reliability_marks, spread
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot
 
 UNLIMITED = 1 << 62  # the free disk of a node that does not report disk
-
-
-def gpu_kind(job: JobSnapshot) -> GpuKind:
-    if job.gpu_count and (job.gpu_model or job.gpu_min_memory_bytes):
-        return (job.gpu_model, job.gpu_min_memory_bytes)
-    return None
 
 
 def shape_of(job: JobSnapshot) -> Shape:
@@ -107,18 +101,6 @@ class NodeClass:
         self.too_big: list[Shape] = []  # shapes that found no room here this pass
         self.explained: dict[Shape, dict[str, int]] = {}  # reasons.capacity_counts, per shape
         self.totals: set[tuple] | None = None  # the distinct node sizes, once asked for (fits_once_free)
-
-
-class Reservation:
-    """What a node is held for: a job's resources, which later jobs may not take from it."""
-
-    __slots__ = ("job", "cpu", "mem", "gpus", "disk", "kind")
-
-    def __init__(self, job: JobSnapshot) -> None:
-        self.job = job
-        self.cpu, self.mem, self.gpus = job.cpu_milli, job.memory_bytes, job.gpu_count
-        self.disk = job.disk_bytes
-        self.kind = gpu_kind(job)  # a typed reservation keeps GPUs of its kind, not just a count
 
 
 class Capacity(TypedGpus):

@@ -1,7 +1,9 @@
-"""Typed-GPU selection for the capacity of one pass: which free GPUs of a node a request may take (pure).
+"""Typed-GPU selection for the capacity of one pass: which free GPUs of a node a request may take, and what a
+reservation holds (pure).
 
 A typed request (a model glob, a least memory) counts only the GPUs whose kind (NVML name, memory) it
-matches; each kind is matched once per pass. `Capacity` (jobs/scheduling/capacity.py) mixes this in.
+matches; each kind is matched once per pass. `Capacity` (jobs/scheduling/capacity.py) mixes this in; this module
+knows nothing of it (.importlinter: scheduling-gpufit-below-capacity).
 """
 
 from __future__ import annotations
@@ -11,12 +13,29 @@ from typing import TYPE_CHECKING
 from nodeagent.gpumatch import gpu_matches
 
 if TYPE_CHECKING:
-    from jobs.scheduling.capacity import Reservation
-    from jobs.scheduling.snapshots import NodeSnapshot
+    from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot
 
 GpuKind = tuple[str, int] | None  # a typed GPU request: (model glob, least memory bytes); None: any GPU
 # What a job takes: millicores, memory bytes, GPUs, disk bytes, and which GPUs count (its GpuKind).
 Shape = tuple[int, int, int, int, GpuKind]
+
+
+def gpu_kind(job: JobSnapshot) -> GpuKind:
+    if job.gpu_count and (job.gpu_model or job.gpu_min_memory_bytes):
+        return (job.gpu_model, job.gpu_min_memory_bytes)
+    return None
+
+
+class Reservation:
+    """What a node is held for: a job's resources, which later jobs may not take from it."""
+
+    __slots__ = ("job", "cpu", "mem", "gpus", "disk", "kind")
+
+    def __init__(self, job: JobSnapshot) -> None:
+        self.job = job
+        self.cpu, self.mem, self.gpus = job.cpu_milli, job.memory_bytes, job.gpu_count
+        self.disk = job.disk_bytes
+        self.kind = gpu_kind(job)  # a typed reservation keeps GPUs of its kind, not just a count
 
 
 class TypedGpus:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jobs.scheduling import reasons
-from jobs.scheduling.capacity import Capacity, NodeClass, Reservation, gpu_kind, shape_of
+from jobs.scheduling.capacity import Capacity, NodeClass, shape_of
 from jobs.scheduling.fairshare import ProjectShare
 from jobs.scheduling.filters import static_reject
+from jobs.scheduling.gpufit import Reservation, gpu_kind
 from jobs.scheduling.scores import reservation_rank
 from jobs.scheduling.snapshots import JobSnapshot, ProjectLimit
 

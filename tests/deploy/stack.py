@@ -4,6 +4,7 @@ Debian's `docker-compose` (or `docker compose`), torn down with its volumes what
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import shutil
@@ -139,8 +140,28 @@ class Stack:
     def network(self, name: str) -> str:
         return f"{self.project}_{name}"
 
+    def node_owner(self) -> str | None:
+        """The compose node agent's identity on the engine (`euler.owner` on its job containers): `<node id>-<instance>`
+        from its state volume (nodeagent/state.py); None before it enrolled or once the volume is gone."""
+        found = run(["docker", "volume", "inspect", "-f", "{{.Mountpoint}}", f"{self.project}_nodestate"], check=False)
+        if found.returncode != 0:
+            return None
+        state = Path(found.stdout.strip())
+        try:
+            instance = (state / "instance").read_text().strip()
+            node_id = json.loads((state / "node.json").read_text()).get("node_id")
+        except (OSError, ValueError):
+            return None
+        return f"{node_id}-{instance}" if isinstance(node_id, int) and instance else None
+
     def down(self) -> None:
+        """Everything of the stack, and the job containers its node agent left on the host's engine (an agent stops
+        leaving them for its next start; a failed run never has one)."""
+        from tests.deploy.evidence import remove_job_containers
+
+        owner = self.node_owner()  # before `down -v` removes the state volume
         self.compose("--profile", "node", "down", "-v", "--remove-orphans", "-t", "20", check=False, timeout=300)
+        remove_job_containers(owner)
         for net in ("backend", "edge", "default"):
             run(["docker", "network", "rm", self.network(net)], check=False)
         for volume in ("pgdata", "nodestate", "caddy_data", "caddy_config"):

@@ -19,10 +19,12 @@ import httpx
 import pytest
 import websockets
 
+from tests.deploy import evidence
 from tests.deploy.stack import DOMAIN, IMAGE, Stack, build_images, run
 
 pytestmark = [pytest.mark.deploy, pytest.mark.docker]
 FIGURES: dict[str, str] = {}
+PASSED: list[str] = []  # the end-to-end test appends its name as its last step
 TAG = f"{os.getpid()}"
 BUSYBOX = "euler-test/busybox"
 
@@ -50,6 +52,9 @@ def stacks():
     made: list[Stack] = []
     yield made
     signal.signal(signal.SIGTERM, previous)
+    if not PASSED:  # failed, or interrupted: keep what says why before the stacks go (tests/deploy/evidence.py)
+        kept = evidence.keep(made, FIGURES, into=evidence.evidence_dir())
+        print(f"\ntest-deploy did not pass: compose logs of every service and the figures are in {kept}", flush=True)
     # The test's own containers first: one on a stack's network keeps `down` from removing it (and its volumes).
     run(["docker", "rm", "-f", f"euler-deploy-upstream-{TAG}", f"euler-deploy-nocacert-{TAG}"], check=False)
     for stack in made:
@@ -321,6 +326,7 @@ def test_the_shipped_stack_end_to_end(images, stacks, tmp_path_factory):
 
     # Upgrade: the stack at the previous migration state, then migrate and the new services, no row lost.
     upgrade(fresh, restored, jobs_before)
+    PASSED.append("end to end")
 
 
 BURST_REPORT = """

@@ -205,3 +205,36 @@ def test_an_agent_restarted_mid_job_adopts_its_container_and_the_job_succeeds_on
     assert len(done["attempts"]) == 1
     assert "adopted container of attempt" in agent.log()
     assert euler.logs(job["id"]) == "".join(f"line {i}\n" for i in range(1, 41))
+
+
+GATED = "echo started; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo done; exit 3"
+
+
+@pytest.mark.parametrize("container", ["still running", "exited"])
+def test_an_agent_back_after_its_node_went_offline_and_the_sweep_ran_reports_the_containers_end_once(euler, container):
+    """Forced in order, each step awaited: the agent stops, its node is marked offline, the lost-attempt sweep
+    runs, the job ends (or not yet), the agent comes back. One attempt, its exit code, its whole log."""
+    from nodes.models import Node
+
+    name = euler.node()
+    job = euler.submit(["sh", "-c", GATED])
+    attempt_id = euler.wait_state(job["id"], {"running"})["attempts"][-1]["id"]
+    euler.platform.wait_for(lambda: "started" in euler.logs(job["id"]), "the first line is stored")
+    (cid,) = euler.containers(attempt_id)
+    api = docker.from_env().api
+    assert euler.platform.agents[name].stop() == 0
+    assert "left 1 jobs running; the control plane holds them" in euler.platform.agents[name].log()
+    euler.platform.wait_for(lambda: not Node.objects.get(name=name).online, "the node is marked offline")
+    held = f"attempts [{attempt_id}] held for its agent's restart"
+    control = euler.platform.logs / "worker-control.log"
+    euler.platform.wait_for(lambda: control.read_text().count(held) >= 2, "the offline receiver and a sweep hold it")
+    if container == "exited":
+        api.exec_start(api.exec_create(cid, ["touch", "/tmp/go"])["Id"])
+        assert api.wait(cid)["StatusCode"] == 3  # ended while no agent watched
+    agent = euler.platform.restart_agent(name)
+    if container == "still running":
+        euler.platform.wait_for(lambda: "adopted container of attempt" in agent.log(), "the container is adopted")
+        api.exec_start(api.exec_create(cid, ["touch", "/tmp/go"])["Id"])
+    done = euler.wait_state(job["id"], {"succeeded", "failed", "lost"}, timeout=90)
+    assert (done["state"], done["exit_code"], len(done["attempts"])) == ("failed", 3, 1)
+    assert euler.logs(job["id"]) == "started\ndone\n"
