@@ -263,7 +263,9 @@ class AttemptRun(AttemptStart, AttemptRecord):
             if self._output_ended and self._exit is not None:
                 return
             self._check_closing()
-            if deadline and time.time() >= deadline and not self.stop_asked.is_set():
+            # An adopted container found already exited ended as it ended, even if its deadline passed while no
+            # agent watched: its exit code is the report, never `timeout`.
+            if deadline and time.time() >= deadline and not self.stop_asked.is_set() and self.phase is not Phase.EXITED:
                 self._stop("timeout")
             if self.stop_reason is not None and self.phase is Phase.RUNNING:
                 self._move(Phase.STOPPING)

@@ -4,6 +4,9 @@ into. The server's side of the same restart (the node offline meanwhile): tests/
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from nodeagent.daemon import Daemon
@@ -54,6 +57,22 @@ def test_an_agent_back_after_the_container_exited_reports_its_exit_code(make_exe
     second = make_executor()
     second.adopt()
     assert_ended_once_with_its_code(plane, node, 32)
+
+
+def test_a_container_that_exited_before_its_deadline_passed_unwatched_reports_its_exit_code_not_timeout(
+    make_executor, plane, node
+):
+    """Found by bench/chaos_features.py: the agent came back after the deadline and reported `timeout (exit 0)`."""
+    first = started_then_stopped(make_executor, plane, 34)
+    touch(34, first.owner, "/tmp/go")
+    assert DockerRunner().wait(container_of(first.owner, 34)) == 3
+    record = first.records_dir / "34.json"
+    data = json.loads(record.read_text())
+    data["deadline"] = time.time() - 5  # the deadline passed while no agent watched
+    record.write_text(json.dumps(data))
+    second = make_executor()
+    second.adopt()
+    assert_ended_once_with_its_code(plane, node, 34)
 
 
 def test_a_stopping_agent_keeps_listing_the_attempts_it_leaves_running(make_executor, plane):
