@@ -116,6 +116,20 @@ async def _send_after(previous: asyncio.Task | None, layer, moves: list[Move]) -
         log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
 
 
+def events_written_on_commit() -> None:
+    """Tell listeners (the webhook dispatcher) that job events were written, once the transaction commits."""
+    transaction.on_commit(_events_written)
+
+
+def _events_written() -> None:
+    from jobs.signals import events_written
+
+    try:
+        events_written.send(sender=JobEvent)
+    except Exception as exc:  # noqa: BLE001 - a listener's failure never fails the write that committed
+        log.warning("events_written listener failed: %s", type(exc).__name__)
+
+
 def broadcast_on_commit(job_id: int, state: str, node: str = "") -> None:
     transaction.on_commit(lambda: _send([(job_id, state, node)]))
 
@@ -163,6 +177,7 @@ def move(
     JobEvent.objects.create(
         job=job, attempt=attempt, from_state=source, to_state=to, reason=why[:32], message=note[:1000]
     )
+    events_written_on_commit()
     at = attempt.node_name if attempt is not None and to in (JobState.ASSIGNED, JobState.RUNNING) else ""
     broadcast_on_commit(job.pk, to, at or "")
     if to in TERMINAL:
@@ -174,6 +189,7 @@ def created(job: Job) -> None:
     """A new job's first event. Not broadcast: nobody can be watching a job before its creation commits (a log
     socket is accepted only for a job it can read), and the submit's reply would wait for a send to nobody."""
     JobEvent.objects.create(job=job, from_state="", to_state=job.state, message="submitted")
+    events_written_on_commit()
 
 
 def assign_many(jobs: list[Job], attempts: list[Attempt], *, now: datetime) -> None:
@@ -199,6 +215,7 @@ def assign_many(jobs: list[Job], attempts: list[Attempt], *, now: datetime) -> N
             [(JobState.ASSIGNED, job.current_attempt_id, now, job.pk) for job in jobs],
         )
     JobEvent.objects.bulk_create(events)
+    events_written_on_commit()
     moves = [(job.pk, JobState.ASSIGNED, attempt.node_name or "") for job, attempt in zip(jobs, attempts, strict=True)]
     transaction.on_commit(lambda: _send(moves))
 
@@ -218,6 +235,8 @@ def release_many(ids: list[int], *, now: datetime, why: str = "released", note: 
         JobEvent(job_id=i, from_state=JobState.WAITING, to_state=JobState.QUEUED, reason=why, message=note)
         for i in moved
     )
+    if moved:
+        events_written_on_commit()
     moves = [(i, JobState.QUEUED) for i in moved]
     transaction.on_commit(lambda: _send(moves))
     if moved:
@@ -250,6 +269,7 @@ def _cancel_rows(jobs: list[Job], *, why: str, note: str, now: datetime) -> list
         state=JobState.CANCELLED, reason=why[:32], ended_at=now, pending_reason="", updated_at=now
     )
     JobEvent.objects.bulk_create(events)
+    events_written_on_commit()
     for job in jobs:
         job.state, job.reason, job.ended_at = JobState.CANCELLED, why[:32], now
     if stopping:

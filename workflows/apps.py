@@ -6,7 +6,10 @@ class WorkflowsConfig(AppConfig):
 
     def ready(self) -> None:
         from euler import retention
-        from workflows import receivers, tasks  # noqa: F401 - registers the tasks and the membership receiver
+        from jobs.signals import events_written
+        from workflows import nudge, receivers, tasks  # noqa: F401 - registers the tasks and the membership receiver
         from workflows.retention import purge_schedule_runs
+
+        events_written.connect(nudge.on_events_written, dispatch_uid="workflows.dispatch_nudge")
 
         retention.register("schedule_runs", days_setting="EULER_SCHEDULE_RUN_RETENTION_DAYS", purge=purge_schedule_runs)

@@ -2,7 +2,7 @@
 
 from django.core.exceptions import ImproperlyConfigured
 
-from euler.env import env_float, env_int, env_list
+from euler.env import env_bool, env_float, env_int, env_list
 
 # How often beat runs the schedule tick task (seconds): a cron tick's job is submitted about this late at most,
 # when the pass before it was not still running.
@@ -36,6 +36,8 @@ EULER_WEBHOOK_PENDING_PER_PROJECT = env_int("EULER_WEBHOOK_PENDING_PER_PROJECT",
 EULER_WEBHOOK_SENDING_PER_PROJECT = env_int("EULER_WEBHOOK_SENDING_PER_PROJECT", 20, minimum=1, maximum=200)
 # How often beat turns new job events into deliveries and hands the due ones to the senders (seconds).
 EULER_WEBHOOK_DISPATCH_TICK = env_float("EULER_WEBHOOK_DISPATCH_TICK", 2.0, minimum=0.2)
+# Whether new job events ask for a dispatch pass at once (workflows/nudge.py) rather than waiting for beat's tick.
+EULER_WEBHOOK_DISPATCH_NUDGE = env_bool("EULER_WEBHOOK_DISPATCH_NUDGE", True)
 
 
 def _validate_networks() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from workflows import delivery, dispatch, schedules
+from workflows import delivery, dispatch, nudge, schedules
 
 DELIVER = "workflows.tasks.webhook_deliver"
 
@@ -17,7 +17,9 @@ def schedule_tick() -> None:
 
 @shared_task(name="workflows.tasks.webhook_dispatch", ignore_result=True)
 def webhook_dispatch() -> None:
-    """Beat's pass (queue `dispatch`): new job events into deliveries, then the due ones to the senders."""
+    """Beat's pass, or one asked for by new job events (queue `dispatch`, workflows/nudge.py): new job events into
+    deliveries, then the due ones to the senders."""
+    nudge.pass_started()
     dispatch.dispatch()
     webhook_pump()
 
