@@ -7,7 +7,7 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nodeagent.docker_runner import ContainerGone, ContainerState, RunnerUnavailable
 
@@ -43,11 +43,43 @@ def classify_exit(*, code: int | None, state: ContainerState | None, engine_rest
     return Exit(code=code, oom_killed=state.oom_killed)
 
 
-def wait_for_exit(runner, cid: str, *, closing: threading.Event, log: logging.Logger, attempt_id: int) -> Exit:
+SIGKILL_EXIT = 128 + 9
+OOM_EVENT_WAIT = 3.0  # seconds: how long a SIGKILLed container's `oom` event may trail its exit
+
+
+def maybe_oom(exit_: Exit, *, stopping: threading.Event | None) -> bool:
+    """Whether an exit may be an OOM kill whose engine event has not arrived yet (pure): killed by SIGKILL,
+    not flagged OOM, and no stop of ours sent that signal."""
+    return exit_.code == SIGKILL_EXIT and not exit_.oom_killed and not (stopping is not None and stopping.is_set())
+
+
+def wait_for_exit(
+    runner,
+    cid: str,
+    *,
+    closing: threading.Event,
+    log: logging.Logger,
+    attempt_id: int,
+    stopping: threading.Event | None = None,
+) -> Exit:
     """Wait for the container's exit (the engine's own event, not a sampled state), then classify it.
 
-    Blocks (the attempt's waiter thread runs it and signals the owner with the result); never raises.
+    A SIGKILL that no stop of ours sent may be the kernel's OOM kill whose `oom` event trails the exit (gVisor's
+    shim reports it from the cgroup, after the sandbox died, on a loaded machine): wait for that event, up to
+    OOM_EVENT_WAIT, rather than read the flag once. Blocks (the attempt's waiter thread runs it and signals the
+    owner with the result); never raises.
     """
+    exit_ = _wait_for_exit(runner, cid, closing=closing, log=log, attempt_id=attempt_id)
+    if maybe_oom(exit_, stopping=stopping) and hasattr(runner, "oom_event"):
+        try:
+            if runner.oom_event(cid, within=OOM_EVENT_WAIT):
+                return replace(exit_, oom_killed=True)
+        except Exception:  # noqa: BLE001 - the exit as read stands
+            log.warning("attempt %s: the engine's oom events could not be read", attempt_id)
+    return exit_
+
+
+def _wait_for_exit(runner, cid: str, *, closing: threading.Event, log: logging.Logger, attempt_id: int) -> Exit:
     code, broken, delay = None, False, 0.2
     try:
         while not closing.is_set():

@@ -281,7 +281,10 @@ class AttemptRun(AttemptStart, AttemptRecord):
 
     def _wait_exit(self, cid: str) -> None:
         """The exit waiter's thread: block until the container ends, then tell the owner how."""
-        exit_ = wait_for_exit(self.ex.runner, cid, closing=self.ex.closing, log=self.ex.log, attempt_id=self.attempt_id)
+        exit_ = wait_for_exit(
+            self.ex.runner, cid, closing=self.ex.closing, log=self.ex.log, attempt_id=self.attempt_id,
+            stopping=self.stop_asked,
+        )  # fmt: skip
         self.inbox.put(Exited(exit_))
         self.exited.set()
 

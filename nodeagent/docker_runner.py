@@ -286,6 +286,21 @@ class DockerRunner:
         except (requests.exceptions.ConnectionError, requests.exceptions.Timeout, derrors.APIError) as exc:
             raise RunnerUnavailable(str(exc)) from None
 
+    def oom_event(self, container_id: str, *, within: float) -> bool:
+        """Whether the engine reports an `oom` event for the container: among its recent events, or one that
+        arrives within `within` seconds (the stream ends then). The engine keeps its last events in memory."""
+        now = time.time()
+        stream = self.client.api.events(
+            since=now - 120, until=now + within, filters={"container": container_id, "event": "oom"}, decode=True
+        )
+        try:
+            for _ in stream:
+                return True
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                stream.close()
+
     def inspect(self, container_id: str) -> ContainerState | None:
         try:
             return _state(self.client.api.inspect_container(container_id))

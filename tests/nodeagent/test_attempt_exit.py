@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from nodeagent.attempt_exit import VANISHED, Exit, classify_exit, end_reason, wait_for_exit
+from nodeagent.attempt_exit import VANISHED, Exit, classify_exit, end_reason, maybe_oom, wait_for_exit
 from nodeagent.docker_runner import ContainerState, RunnerUnavailable
 
 
@@ -67,3 +67,36 @@ def test_the_end_reason_is_the_stop_asked_first_then_oom_then_an_unexecutable_co
     )
     assert reason(Exit(code=127)) == ("exited", "")
     assert reason(Exit(code=0)) == ("exited", "")
+
+
+class LateOom:
+    """SIGKILLed, not flagged OOM at the inspect; the engine's `oom` event comes (gVisor's shim, loaded machine)."""
+
+    def __init__(self, event: bool):
+        self.event, self.asked = event, []
+
+    def wait(self, cid):
+        return 137
+
+    def inspect(self, cid):
+        return state("exited", 137)
+
+    def oom_event(self, cid, *, within):
+        self.asked.append(within)
+        return self.event
+
+
+def test_a_sigkill_waits_for_the_engines_oom_event_that_trails_the_exit():
+    def end(runner, stopping=None):
+        return wait_for_exit(
+            runner, "c", closing=threading.Event(), log=logging.getLogger("t"), attempt_id=1, stopping=stopping
+        )
+
+    assert end(LateOom(event=True)).oom_killed
+    plain = LateOom(event=False)
+    assert not end(plain).oom_killed and plain.asked  # asked, no event: a plain SIGKILL (kill -9 by the job)
+    ours = threading.Event()
+    ours.set()
+    ours_stop = LateOom(event=True)
+    assert not end(ours_stop, stopping=ours).oom_killed and not ours_stop.asked  # our own stop's SIGKILL: no wait
+    assert not maybe_oom(Exit(code=1), stopping=None) and maybe_oom(Exit(code=137), stopping=None)
