@@ -35,7 +35,7 @@ IMAGE = "euler-test/busybox"
 TERMINAL = {"succeeded", "failed", "cancelled", "lost"}
 # A killed agent is back well within OFFLINE_AFTER, so it adopts its containers rather than losing them: the test
 # is of adoption and single runs, not of start-up speed. 30 s: under a loaded parallel suite (load ~20 on 2 cores)
-# a restarted agent's (or web's) first heartbeat took over 10 s, the node was judged gone and a job lost twice.
+# a restarted agent's (or web's) first heartbeat can take over 10 s: the likely cause of a job lost twice there.
 FAST = {
     "EULER_NODE_OFFLINE_AFTER": "30",
     "EULER_NODE_OFFLINE_CHECK_EVERY": "1",
