@@ -4,6 +4,9 @@ import os
 
 from celery import Celery
 
+from euler import kombu_guard
+
+kombu_guard.install()
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("euler", task_cls="euler.celerytask:EulerTask")
