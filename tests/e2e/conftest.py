@@ -18,11 +18,12 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def platform_factory(request, transactional_db, tmp_path):
-    """Make (and start) platforms; all are stopped at teardown, their logs kept when the test fails."""
+    """Make (and start) platforms; all are stopped at teardown, their logs kept when the test fails. Compact (one
+    worker with beat inside) unless a test asks for topology="full" (harness.py)."""
     made: list[Platform] = []
 
-    def make(*, env: dict | None = None, start: bool = True, **start_kwargs) -> Platform:
-        platform = Platform(tmp_path / f"platform{len(made)}", env=env)
+    def make(*, env: dict | None = None, start: bool = True, topology: str = "compact", **start_kwargs) -> Platform:
+        platform = Platform(tmp_path / f"platform{len(made)}", env=env, topology=topology)
         made.append(platform)
         if start:
             platform.start(**start_kwargs)

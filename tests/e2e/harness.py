@@ -8,8 +8,12 @@
     platform.restart_agent("n1")       # same state dir, no token: uses the stored credential
     platform.stop()                    # kills everything it started
 
-Three workers, as `make up` starts them: `worker-control` serves the control queue (scheduling, liveness), `worker`
-the health, maintenance and webhooks queues, and `worker-dispatch` the webhook dispatch (euler/taskpolicy.py).
+Topology `full` (the default, and what benches use): three workers and beat, as `make up` starts them:
+`worker-control` serves the control queue (scheduling, liveness), `worker` the health, maintenance and webhooks
+queues, `worker-dispatch` the webhook dispatch (euler/taskpolicy.py), and `beat` its own process. Topology `compact`
+(the e2e fixtures' default): one `worker` serving every queue with beat inside it (`-B`): two Django boots per
+platform instead of five, the same tasks and queues; a test that kills or reads one of the separate processes
+asks for `full` (platform_factory(topology="full")). `control_log` names the log of whichever serves control.
 
 What it gives the processes: the test database (the `transactional_db` data is visible to them;
 `DATABASE_URL` names pytest-django's test database, PostgreSQL or the SQLite file), its own Redis
@@ -142,7 +146,12 @@ class Agent(Proc):
 
 
 class Platform:
-    def __init__(self, tmp_dir: Path, *, env: dict | None = None, worker_concurrency: int = 2) -> None:
+    def __init__(
+        self, tmp_dir: Path, *, env: dict | None = None, worker_concurrency: int = 2, topology: str = "full"
+    ) -> None:
+        if topology not in ("full", "compact"):
+            raise ValueError(f"topology {topology!r}: full or compact")
+        self.topology = topology
         self.tmp = Path(tmp_dir)
         self.logs = self.tmp / "logs"
         self.extra_env = {k: str(v) for k, v in (env or {}).items()}
@@ -238,17 +247,33 @@ class Platform:
             self.spawn("web", [PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
                                "--port", str(self.port), "--no-access-log", "--log-level", "warning",
                                "--timeout-graceful-shutdown", "3"])  # fmt: skip
-        if worker:
+        schedule = str(self.tmp / "data" / "celerybeat-schedule")
+        if worker and self.topology == "compact":
+            # Every queue in one worker, beat inside it when asked: one more pool process than a single queue's
+            # worker, so a slow webhook batch does not hold the control loop's tasks.
+            from euler.taskpolicy import CONTROL, DISPATCH, HEALTH, MAINTENANCE, WEBHOOKS
+
+            queues = ",".join((CONTROL, HEALTH, MAINTENANCE, WEBHOOKS, DISPATCH))
+            argv = [PY, "-m", "celery", "-A", "euler", "worker", "-l", "info", "-O", "fair",
+                    "-c", str(self.worker_concurrency + 1), "-Q", queues, "-n", "all@%h",
+                    "--without-gossip", "--without-mingle"]  # fmt: skip
+            self.spawn("worker", [*argv, "-B", "-s", schedule] if beat else argv)
+            beat = False
+        elif worker:
             # As `make up` runs them: `worker-control` the control queue alone, `worker-dispatch` the webhook
             # dispatch alone, `worker` the others.
             for name, argv in worker_commands(PY, loglevel="info", concurrency=self.worker_concurrency):
                 self.spawn(name, [*argv, "--without-gossip", "--without-mingle"])
         if beat:
-            self.spawn("beat", [PY, "-m", "celery", "-A", "euler", "beat", "-l", "info",
-                                "-s", str(self.tmp / "data" / "celerybeat-schedule")])  # fmt: skip
+            self.spawn("beat", [PY, "-m", "celery", "-A", "euler", "beat", "-l", "info", "-s", schedule])
         if web:
             self.wait_for(self._ready, "web answers /readyz", timeout=timeout)
         return self
+
+    @property
+    def control_log(self) -> Path:
+        """The log of the process that serves the control queue (scheduling, liveness)."""
+        return self.logs / ("worker.log" if self.topology == "compact" else "worker-control.log")
 
     def _ready(self) -> bool:
         for proc in self.procs.values():

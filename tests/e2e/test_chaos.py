@@ -273,7 +273,7 @@ def test_overlapping_sees_two_attempts_running_at_once_but_not_back_to_back():
 @pytest.fixture
 def chaos(platform_factory, project, docker_engine):
     rng = random.Random(SEED)
-    c = Chaos(platform_factory(env=FAST), project, rng)
+    c = Chaos(platform_factory(env=FAST, topology="full"), project, rng)  # it kills worker-control
     yield c
     c.cleanup()
 
@@ -286,7 +286,7 @@ FULL_STOP = {**FAST, "EULER_NODE_OFFLINE_AFTER": "30"}  # the full stop's down t
 
 @pytest.fixture
 def chaos_full_stop(platform_factory, project, docker_engine):
-    c = Chaos(platform_factory(env=FULL_STOP), project, random.Random(SEED))
+    c = Chaos(platform_factory(env=FULL_STOP, topology="full"), project, random.Random(SEED))
     yield c
     c.cleanup()
 

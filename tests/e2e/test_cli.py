@@ -119,6 +119,7 @@ def site(django_db_setup, django_db_blocker, docker_engine, tmp_path_factory):
         platform = Platform(
             tmp_path_factory.mktemp("cli"),
             env={**FAST, "EULER_NODE_OFFLINE_AFTER": "60", "EULER_AGENT_ALLOWED_NETWORKS": "127.0.0.0/8"},
+            topology="compact",
         )
         name = f"cli-{uuid.uuid4().hex[:6]}"
         try:

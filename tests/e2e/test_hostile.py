@@ -34,7 +34,9 @@ def euler(request, django_db_setup, django_db_blocker, docker_engine, tmp_path_f
 
     failed_before = request.session.testsfailed
     with django_db_blocker.unblock():
-        platform = Platform(tmp_path_factory.mktemp("hostile"), env=FAST | {"EULER_MAX_LOG_BYTES": str(CAP)})
+        platform = Platform(
+            tmp_path_factory.mktemp("hostile"), env=FAST | {"EULER_MAX_LOG_BYTES": str(CAP)}, topology="compact"
+        )
         e = None
         try:
             platform.start()

@@ -228,7 +228,7 @@ def test_an_agent_back_after_its_node_went_offline_and_the_sweep_ran_reports_the
     assert "left 1 jobs running; the control plane holds them" in euler.platform.agents[name].log()
     euler.platform.wait_for(lambda: not Node.objects.get(name=name).online, "the node is marked offline")
     held = f"attempts [{attempt_id}] held for its agent's restart"
-    control = euler.platform.logs / "worker-control.log"
+    control = euler.platform.control_log
     euler.platform.wait_for(lambda: control.read_text().count(held) >= 2, "the offline receiver and a sweep hold it")
     if container == "exited":
         api.exec_start(api.exec_create(cid, ["touch", "/tmp/go"])["Id"])
