@@ -6,6 +6,7 @@ import base64
 import ipaddress
 import os
 import secrets
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -50,7 +51,9 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "daphne",
+    # daphne's app makes `manage.py runserver` serve ASGI (websockets); it imports Twisted (~0.4 s of CPU), so
+    # only that command loads it: uvicorn, the workers and every other command start without it.
+    *(["daphne"] if "runserver" in sys.argv[1:2] else []),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
