@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "nodes",
     "jobs",
     "jobs.outputs",
+    "jobs.checkpoints",
     "agents",
     "gateway",
     "audit",
