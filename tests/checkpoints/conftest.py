@@ -16,6 +16,7 @@ from tests.outputs.conftest import (  # noqa: F401 - the outputs' fixtures, used
     other_node_and_credential,
     outputs_store,
 )
+from tests.outputs.test_cli import euler  # noqa: F401 - the outputs' CLI fixture (the `euler` command in-process)
 
 NODE_API = "/node-api/v1/"
 SPEC = {"path": "/ckpt", "interval_seconds": 5, "keep_last": 2}

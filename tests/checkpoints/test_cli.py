@@ -9,7 +9,6 @@ import os
 import pytest
 
 from tests.checkpoints.conftest import take
-from tests.outputs.test_cli import euler  # noqa: F401 - the outputs' CLI fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
