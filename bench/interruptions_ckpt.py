@@ -17,7 +17,6 @@ last step on the killed node minus the step restored on the second node) and the
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
