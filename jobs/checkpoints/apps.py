@@ -7,4 +7,4 @@ class CheckpointsConfig(AppConfig):
     verbose_name = "Job checkpoints"
 
     def ready(self) -> None:
-        from jobs.checkpoints import receivers  # noqa: F401 - a deleted blob row takes its stored bytes
+        from jobs.checkpoints import receivers, tasks  # noqa: F401 - stored bytes go with their row; retention

@@ -193,3 +193,24 @@ def test_a_deleted_job_takes_its_blobs_from_the_store(setup, outputs_store, djan
         Job.objects.filter(pk=job.pk).delete()
     assert not (outputs_store / blob.storage_key).exists()
     assert store.is_bucket() is False
+
+
+def test_checkpoints_of_jobs_ended_past_the_outputs_retention_are_removed(
+    setup, settings, outputs_store, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.checkpoints import retention
+
+    job, attempt, client = setup
+    with django_capture_on_commit_callbacks(execute=True):
+        take(client, attempt.pk, {"a": b"abc"})
+    settings.EULER_OUTPUTS_RETENTION_DAYS = 30
+    assert retention.purge_expired() == 0  # still running
+    Job.objects.filter(pk=job.pk).update(state="succeeded", ended_at=timezone.now() - timedelta(days=31))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert retention.purge_expired() == 1
+    assert not Checkpoint.objects.filter(job=job).exists()
+    assert not any((outputs_store / "ckpt" / str(job.pk)).iterdir())
