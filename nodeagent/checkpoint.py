@@ -28,6 +28,7 @@ from docker import errors as derrors
 
 from nodeagent import protocol
 from nodeagent import protocol_checkpoints as pc
+from nodeagent.backoff import Backoff
 from nodeagent.client import Refused, Unreachable
 from nodeagent.docker_runner import RunnerError
 from nodeagent.logship import Stale
@@ -38,6 +39,7 @@ from nodeagent.outputs.upload import FileFailed, Interrupted, Uploader
 
 PERIODIC_READ_SECONDS = 600.0
 STOP_UPLOAD_GIVE_UP = 60.0  # at a stop: no progress for this long and the checkpoint is given up (the stop goes on)
+RESTORE_TRIES = 5  # a restore that cannot reach the control plane this often fails the start (`start_failed`)
 READ_SLACK_BYTES = 64 * 1024 * 1024  # tar headers read past the byte limit before the read is cut
 
 
@@ -225,7 +227,10 @@ def upload_checkpoint(run, cid: str, reason: str) -> str:
                 refuse(uploader, reason, str(exc))
                 outcome = f"checkpoint refused: {exc}"
             else:
-                outcome = send(uploader, got, reason, may_commit=lambda: at_stop or not state.stopped.is_set())
+                if got.files:
+                    outcome = send(uploader, got, reason, may_commit=lambda: at_stop or not state.stopped.is_set())
+                else:  # nothing written yet: an empty checkpoint would only push a real one out of `keep_last`
+                    outcome = "nothing to checkpoint (no regular file in the directory)"
         except Stale:
             raise
         except Interrupted:
@@ -320,11 +325,18 @@ def restore(run, cid: str) -> str:
     if spec is None or spec.restore_id is None:
         return ""
     spool = run.ex.outputs.attempt(run.attempt_id, part="restore")
+    backoff = Backoff(base=0.5, cap=5.0)
     try:
-        spool.open()
-        listing = run.ex.client.call("GET", pc.PATH_ATTEMPT_CHECKPOINT_RESTORE.format(attempt_id=run.attempt_id))
-        plan = protocol.CheckpointRestore.model_validate(listing)
-        name = _restore_tar(run.ex.client, spec.path, plan, spool)
+        for tries_left in range(RESTORE_TRIES - 1, -1, -1):
+            spool.open()  # afresh on each try
+            try:
+                path = pc.PATH_ATTEMPT_CHECKPOINT_RESTORE.format(attempt_id=run.attempt_id)
+                plan = protocol.CheckpointRestore.model_validate(run.ex.client.call("GET", path))
+                name = _restore_tar(run.ex.client, spec.path, plan, spool)
+                break
+            except Unreachable:
+                if not tries_left or run.ex.closing.wait(backoff.next_delay()):
+                    raise
         with os.fdopen(spool.open_read(name), "rb") as fh:
             if not run.ex.runner.client.api.put_archive(cid, "/", fh):
                 raise RunnerError("start_failed", "restoring the checkpoint: the engine refused the archive")
