@@ -72,3 +72,22 @@ def test_a_refusal_shows_in_the_list(api, setup):
     manifest(client, attempt.pk, [], refused="more than 10000 files")
     body = api.get(f"/api/v1/jobs/{job.pk}/checkpoints").json()
     assert "more than 10000 files" in body["last_refusal"]["message"]
+
+
+def test_arrays_and_schedules_take_a_checkpoint_like_any_other_field(api, project):
+    from jobs.models import Job
+    from tests.workflows.conftest import schedule_body
+
+    spec = {"path": "/ckpt", "interval_seconds": 30}
+    r = api.post("/api/v1/jobs", seed_body(checkpoint=spec, array={"count": 2}), format="json")
+    assert r.status_code == 201, r.json()
+    assert {tuple(sorted(j.checkpoint.items())) for j in Job.objects.filter(project=project)} == {
+        (("interval_seconds", 30), ("keep_last", 2), ("path", "/ckpt"))
+    }
+    body = schedule_body()
+    body["job"]["checkpoint"] = spec
+    assert api.post("/api/v1/schedules", body, format="json").status_code == 201
+    body = schedule_body(name="bad")
+    body["job"]["checkpoint"] = {"path": "relative"}
+    r = api.post("/api/v1/schedules", body, format="json")
+    assert r.status_code == 400 and r.json()["code"] == "invalid_checkpoint", r.json()

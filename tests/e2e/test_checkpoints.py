@@ -62,9 +62,10 @@ def test_a_job_killed_with_its_node_resumes_on_another_node_from_its_last_checkp
     # The second attempt began at the latest checkpoint committed before the kill, never at a partial one.
     assert before[0]["attempt"] == 1 and restored >= 1
     assert steps(log) == list(range(restored + 1, STEPS + 1)) and f"done {STEPS}" in log
-    lost = max(ran_first) - restored
+    # The killed node's last lines may never have been shipped: its log is a lower bound of the steps it ran.
+    lost = max(max(ran_first), restored) - restored
     print(f"checkpoint resume: first attempt reached step {max(ran_first)}, restored at {restored}, lost {lost}")
-    assert 0 <= lost <= INTERVAL  # at most one interval of steps
+    assert lost <= INTERVAL  # at most one interval of steps
     after = checkpoints(euler, job["id"])
     assert after[0]["attempt"] == 2 and after[0]["reason"] == "stop"
     tar = euler.http.get(f"jobs/{job['id']}/checkpoints/latest/download")
