@@ -84,11 +84,11 @@ def _plan(*, node, attempt_id: int, manifest: protocol.CheckpointManifest):
     if not job.checkpoint:
         raise InvalidInput("This job declared no checkpoint.", code="no_checkpoint_declared")
     if manifest.refused:
-        return rules.Refusal("checkpoint_refused", manifest.refused)
+        return rules.Refusal("checkpoint_refused", f"{manifest.reason}: {manifest.refused}")
     held = dict(CheckpointBlob.objects.filter(job=job).values_list("sha256", "pk"))
     refusal = rules.check_manifest(list(manifest.files), held=set(held), quota_left=_quota_left(job))
     if refusal is not None:
-        return refusal
+        return rules.Refusal(refusal.code, f"{manifest.reason}: {refusal.message}")
     fresh = {}
     for f in manifest.files:
         if f.sha256 not in held and f.sha256 not in fresh:
