@@ -127,6 +127,7 @@ def alpha(project, api, make_user, loopback_agents, loopback_webhooks, outputs_s
     LogChunk.objects.create(attempt=attempt, seq=0, offset=0, stream="stdout", data="secret log line\n")
     # Named like the agent's invoke path, so `<path:path>` reaches a real file.
     output = _stored_output(attempt, "v1/chat", b"secret output bytes\n")
+    blob, checkpoint = _checkpoint(attempt)
     return {
         **_workflows(api, project, job),
         "file_id": output.pk,
@@ -142,4 +143,24 @@ def alpha(project, api, make_user, loopback_agents, loopback_webhooks, outputs_s
         "attempt_id": attempt.pk,
         "path": "v1/chat",
         "token": "euler_inv_" + "x" * 43,
+        "which": "latest",  # a checkpoint: `latest` or its seq
+        "checkpoint_id": checkpoint.pk,
+        "blob_id": blob.pk,
     }
+
+
+def _checkpoint(attempt):
+    """A committed checkpoint of alpha's job with one blob (rows only: the matrix checks who may touch them)."""
+    from jobs.checkpoints.models import Checkpoint, CheckpointBlob
+
+    job = attempt.job
+    blob = CheckpointBlob.objects.create(
+        job=job, project=job.project, sha256="1" * 64, size=6, storage_key="checkpoints/none", received=6,
+        complete=True,
+    )  # fmt: skip
+    checkpoint = Checkpoint.objects.create(
+        job=job, attempt=attempt, attempt_number=attempt.number, project=job.project, seq=1, reason="stop",
+        state="committed", size=6, files_count=1, files=[{"path": "step", "sha256": "1" * 64, "size": 6}],
+        committed_at=timezone.now(),
+    )  # fmt: skip
+    return blob, checkpoint
