@@ -39,6 +39,13 @@ class Job(models.Model):
     pool = models.CharField(max_length=8, choices=Pool.choices, default=Pool.ANY)
     min_trust = models.CharField(max_length=10, choices=MinTrust.choices, default=MinTrust.COMMUNITY)
     priority = models.SmallIntegerField(default=0)  # -100..100: orders the project's own queue, then FIFO
+    # The priority class (quotas.PriorityClass) as it was at submit: classes place strictly in order of value, and a
+    # higher one may preempt lower ones (jobs/preemption.py). "" and 0: no class.
+    priority_class = models.CharField(max_length=63, blank=True, default="")
+    priority_value = models.IntegerField(default=0)
+    # Set when the job was preempted EULER_PREEMPT_MAX_PER_HOUR times within an hour: no more preemptions until it
+    # ends (a manual retry clears it).
+    preempt_immune = models.BooleanField(default=False)
     min_reliability = models.FloatField(default=0.0)  # 0–100: only nodes whose reliability score is at least this
     # Outputs and inputs (jobs/outputs): {"paths": [...], "max_bytes": N} or None; [{"job", "path", "to"}].
     outputs = models.JSONField(null=True, blank=True)
@@ -186,6 +193,33 @@ class LogArchive(models.Model):
 
     def __str__(self) -> str:
         return f"log archive of attempt {self.attempt_id} ({self.chunks} chunks)"
+
+
+class Preemption(models.Model):
+    """One victim of one preemption: who preempted it, where, and when its attempt was asked to stop.
+
+    While its victims stop, the node is held for the preemptor (jobs/preemption.py); the rows of the last hour are
+    the per-job count that EULER_PREEMPT_MAX_PER_HOUR caps."""
+
+    preemptor = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="preemptions_made")
+    victim = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="preemptions")
+    victim_attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="+")
+    node = models.ForeignKey("nodes.Node", null=True, on_delete=models.SET_NULL, related_name="+")
+    node_name = models.CharField(max_length=63, blank=True, default="")
+    preemptor_class = models.CharField(max_length=63, blank=True, default="")
+    preemptor_value = models.IntegerField(default=0)
+    victim_value = models.IntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["victim", "created_at"], name="preemption_victim_time"),
+            models.Index(fields=["preemptor", "created_at"], name="preemption_preemptor_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.victim_id} preempted by job {self.preemptor_id}"
 
 
 from jobs.workflow_models import Condition, Dependency, DepState, JobArray  # noqa: E402, F401  (registered here)
