@@ -9,7 +9,7 @@ from django.utils import timezone
 
 import audit
 from euler.errors import Conflict, NotFound
-from jobs import stopping, transitions, usage
+from jobs import priorityclasses, stopping, transitions, usage
 from jobs.models import Job
 from jobs.outputs import inputs as output_inputs
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, TERMINAL, JobState
@@ -34,6 +34,7 @@ def job_submit(*, project, spec: dict, by=None) -> Job:
     (jobs.arrays.submit_waiting). An `array` spec goes to jobs.arrays.array_submit instead."""
     usage.check_budget(project=project, gpu_count=spec.get("gpu_count", 0))
     output_inputs.check_inputs(project=project, inputs=spec.get("inputs_from") or [])
+    priorityclasses.apply(project=project, spec=spec)
     spec.pop("array", None)
     depends_on = spec.pop("depends_on", None)
     if depends_on:
@@ -107,6 +108,7 @@ def job_retry(*, job_id: int, project, by=None) -> Job:
         not_before=None,
         exit_code=None,
         reason="",
+        preempt_immune=False,
     )
     audit.record("job.retried", project=project, target=f"job:{job.pk}", details={"name": job.name}, by=by)
     schedule_on_commit()

@@ -266,6 +266,15 @@ def priority(value) -> int:
     return _int(value, code="invalid_priority", low=-MAX_PRIORITY, high=MAX_PRIORITY, what="priority")
 
 
+def priority_class(value) -> str | None:
+    """A priority class by name (the operator's classes; the project's default when absent): resolved at submit."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[-a-zA-Z0-9_]{1,63}", value):
+        raise InvalidInput("priority_class is the name of a priority class.", code="invalid_priority_class")
+    return value
+
+
 def min_reliability(value) -> float:
     """0–100: only nodes whose reliability score (lending/reliability.py) is at least this; 0: any node."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
@@ -349,6 +358,7 @@ FIELDS = {
     "pool": (pool, lambda: "any"),
     "min_trust": (min_trust, lambda: "community"),
     "priority": (priority, lambda: 0),
+    "priority_class": (priority_class, lambda: None),
     "outputs": (outputs, lambda: None),
     "inputs_from": (output_rules.inputs_from, list),
     "isolation": (isolation, lambda: "default"),

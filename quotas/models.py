@@ -27,9 +27,7 @@ class PriorityClass(models.Model):
     (jobs/scheduling/preemption.py). A job keeps the name and value it was submitted with."""
 
     name = models.SlugField(max_length=63, unique=True)
-    value = models.IntegerField(
-        validators=[MinValueValidator(-MAX_CLASS_VALUE), MaxValueValidator(MAX_CLASS_VALUE)]
-    )
+    value = models.IntegerField(validators=[MinValueValidator(-MAX_CLASS_VALUE), MaxValueValidator(MAX_CLASS_VALUE)])
     description = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -97,6 +97,11 @@ _OPENAPI = {
     "warn_signal": {"type": "string", "enum": sorted(WARN_SIGNALS), "default": "SIGUSR1"},
     "max_retries": OpenApiTypes.INT,
     "priority": {"type": "integer", "minimum": -100, "maximum": 100, "default": 0},
+    "priority_class": {
+        "type": "string",
+        "maxLength": 63,
+        "description": "a priority class's name; absent: the project's default",
+    },
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "writeOnly": True},
     "node_selector": {"type": "object", "additionalProperties": {"type": "string"}},
     "retry_on": {

@@ -126,6 +126,7 @@ def job_snapshot(job: Job) -> JobSnapshot:
         needs_secrets=job.has_env,
         not_before=job.not_before.timestamp() if job.not_before else None,
         priority=job.priority,
+        priority_value=job.priority_value,
         networked=job.network == Network.DEFAULT,
         image=job.image,
         isolation=job.isolation,
@@ -196,17 +197,17 @@ def recent_usage(project_ids: set[int], *, now: datetime, half_life: float) -> d
 
 
 def queued_order() -> list[int]:
-    """Every queued job's id, the projects' own queues (priority, then FIFO) interleaved: every project's first
-    job, then every project's second... so that each batch of a long queue holds every project's next jobs
-    and fair share holds across batches, not only within one."""
+    """Every queued job's id, priority classes highest first, and within a class the projects' own queues
+    (priority, then FIFO) interleaved: every project's first job, then every project's second... so that each
+    batch of a long queue holds every project's next jobs and fair share holds across batches, not only within one."""
     rank = Window(
         RowNumber(),
-        partition_by=[F("project_id")],
+        partition_by=[F("priority_value"), F("project_id")],
         order_by=[F("priority").desc(), F("queued_at").asc(), F("id").asc()],
     )
     return list(
         Job.objects.filter(state=JobState.QUEUED)
         .annotate(rank=rank)
-        .order_by("rank", "queued_at", "id")
+        .order_by("-priority_value", "rank", "queued_at", "id")
         .values_list("id", flat=True)
     )

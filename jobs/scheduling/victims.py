@@ -81,7 +81,9 @@ def frees_enough(need: Need, victims: Iterable[Running]) -> bool:
         gpus.update(r.gpu_uuids)
     if need.usable_gpus is not None:
         gpus &= need.usable_gpus
-    return cpu >= need.cpu_milli and mem >= need.memory_bytes and disk >= need.disk_bytes and len(gpus) >= need.gpu_count
+    return (
+        cpu >= need.cpu_milli and mem >= need.memory_bytes and disk >= need.disk_bytes and len(gpus) >= need.gpu_count
+    )
 
 
 def rank(victims: Sequence[Running], *, now: float) -> tuple:
