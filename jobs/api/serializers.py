@@ -199,7 +199,18 @@ class JobSerializer(serializers.ModelSerializer):
             "created_at", "queued_at", "ended_at", "current_attempt",
             "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation", "array", "array_index",
             "min_reliability", "stop_grace_seconds", "warn_before_timeout_seconds", "warn_signal",
+            "priority_class", "priority_value",
         ]  # fmt: skip
+
+
+class PriorityClassSerializer(serializers.Serializer):
+    """A priority class as a project sees it (jobs.priorityclasses.visible)."""
+
+    name = serializers.CharField()
+    value = serializers.IntegerField()
+    description = serializers.CharField()
+    allowed = serializers.BooleanField(help_text="whether this project's jobs may ask for it")
+    default = serializers.BooleanField(help_text="whether it is this project's default")
 
 
 class DependencySerializer(serializers.ModelSerializer):
