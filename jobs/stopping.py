@@ -82,7 +82,8 @@ def ending(*, stop: Stop | None, outcome: str, reason: str) -> tuple[str, str]:
     if stop.failure:
         return AttemptState.FAILED, stop.reason
     if stop.requeue and stop.reason in REQUEUE_OUTCOME:
-        return REQUEUE_OUTCOME[stop.reason], stop.reason
+        outcome = REQUEUE_OUTCOME[stop.reason]
+        return outcome, str(outcome)  # the reason reads as the outcome (lending.machines.RECLAIM_REASONS)
     return AttemptState.CANCELLED, stop.reason
 
 
@@ -162,3 +163,24 @@ def requeue_note(*, attempt: Attempt, stop: Stop, outcome: str) -> tuple[str, st
     note = f"attempt {attempt.number}{where} {outcome}{who}: back to the queue, its retry budget untouched"
     pending = f"requeued: its attempt{where} was {outcome}{who}"
     return note, pending
+
+
+def stop_node_attempts(
+    *, node_id: int, reason: str, requeue: bool, count_as_failure: bool, by: str | None, grace: int | None
+) -> int:
+    """`request_stop` for every active attempt on the node (a reclaim), each with its job row locked; in the
+    caller's transaction. Returns how many were asked to stop."""
+    from jobs import transitions
+
+    stopped = 0
+    rows = Attempt.objects.filter(node_id=node_id, state__in=ATTEMPT_ACTIVE, stop_reason="")
+    for attempt_id, job_id in list(rows.order_by("job_id").values_list("pk", "job_id")):
+        job = transitions.lock(job_id)
+        attempt = Attempt.objects.filter(pk=attempt_id).first() if job is not None else None
+        if attempt is None:
+            continue
+        attempt.job = job
+        stopped += request_stop(
+            attempt, reason=reason, requeue=requeue, count_as_failure=count_as_failure, by=by, grace=grace
+        )
+    return stopped

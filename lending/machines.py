@@ -40,6 +40,8 @@ def lender_of(node_id: int):
 def node_state(node) -> str:
     if node.approval != "approved":
         return node.approval
+    if node.reclaimed_at is not None:
+        return "reclaimed"
     if node.draining:
         return "draining"
     return "online" if node.online else "offline"

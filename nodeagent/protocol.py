@@ -42,6 +42,10 @@ PATH_ATTEMPT_LOGS = "attempts/{attempt_id}/logs"
 # POST by an agent that stops and leaves its jobs' containers running for its next start to adopt (Leaving): the
 # server holds those attempts from being lost while the node is offline, for a while (LeavingReply.hold_seconds).
 PATH_LEAVING = "leaving"
+# POST by `euler-node reclaim` / `euler-node resume` on the host (the lender takes the machine back, or gives it
+# again): {"grace": S} optional on reclaim. A node lifts only its own reclaim, never its lender's or the operator's.
+PATH_RECLAIM = "reclaim"
+PATH_RESUME = "resume"
 # Outputs (issue 24). The agent collects an ended container's declared paths into its spool, POSTs the manifest
 # (OutputManifest) to PATH_ATTEMPT_OUTPUTS and gets an OutputsPlan: per accepted file either "chunks" (PUT raw bytes
 # to PATH_ATTEMPT_OUTPUT_FILE with `Content-Range: bytes START-END/SIZE`, at most MAX_OUTPUT_CHUNK_BYTES each,

@@ -19,12 +19,12 @@ BUDGET = stopping.Stop(reason="quota_exceeded", failure=True)
 
 def test_a_reclaimed_attempt_ends_reclaimed_whatever_its_node_reports():
     for outcome, reason in (("failed", "exited"), ("cancelled", "cancelled"), ("lost", "lost"), ("failed", "oom")):
-        assert stopping.ending(stop=RECLAIM, outcome=outcome, reason=reason) == ("reclaimed", "reclaim")
+        assert stopping.ending(stop=RECLAIM, outcome=outcome, reason=reason) == ("reclaimed", "reclaimed")
 
 
 def test_a_preempted_attempt_ends_preempted():
     stop = stopping.Stop(reason="preempt", requeue=True)
-    assert stopping.ending(stop=stop, outcome="lost", reason="lost") == ("preempted", "preempt")
+    assert stopping.ending(stop=stop, outcome="lost", reason="lost") == ("preempted", "preempted")
 
 
 def test_a_job_that_finished_before_its_stop_succeeded():
@@ -102,7 +102,7 @@ def test_a_reclaim_requeues_the_job_without_spending_a_retry(project, submit, ma
         )
     row.refresh_from_db()
     job = Job.objects.get(pk=attempt.job_id)
-    assert (row.state, row.reason) == (AttemptState.RECLAIMED, "reclaim")
+    assert (row.state, row.reason, row.stop_reason) == (AttemptState.RECLAIMED, "reclaimed", "reclaim")
     assert (job.state, job.retries_used, job.current_attempt_id) == ("queued", 0, None)
     assert "reclaim" in job.pending_reason
     reasons = list(JobEvent.objects.filter(job=job).values_list("reason", flat=True))
@@ -134,7 +134,7 @@ def test_a_stop_moves_the_backstop_to_grace_and_the_backstop_ends_it_as_the_stop
     assert row.deadline_at == now + timedelta(seconds=15)
     assert attempts.deadlines_expire(now=now + timedelta(seconds=16)) == 1
     row.refresh_from_db()
-    assert (row.state, row.stop_reason) == ("reclaimed", "reclaim")
+    assert (row.state, row.reason, row.stop_reason) == ("reclaimed", "reclaimed", "reclaim")
     assert Job.objects.get(pk=attempt.job_id).state == "queued"
 
 
