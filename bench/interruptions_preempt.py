@@ -1,0 +1,120 @@
+"""Preemption latency: preemption decision → victim stopped → higher-class job running, p50/p99 (the `preempt`
+section of issue 36's interruptions bench; bench/interruptions.py may import `run` from here).
+
+    .venv/bin/python bench/interruptions_preempt.py [--runs 20] [--grace 5] [--ignore-term]
+    DATABASE_URL=postgres://root@127.0.0.1:5432/euler_bench .venv/bin/python bench/interruptions_preempt.py
+
+Starts the real platform as bench/job_latency.py does (web, worker, beat, one `./euler-node` agent on the local
+Docker engine), caps the node at 1000 millicores (EULER_NODE_MAX_CPU_MILLI), and per run: a job of the default
+class fills the node and runs; a job of class `urgent` (value 100) of another project is submitted; the pass
+preempts the first. The figures come from the times the server recorded: the Preemption row (decision), the
+victim's attempt's end (stopped: the agent's report after SIGTERM, or SIGKILL at the grace with --ignore-term),
+and the urgent job's attempt start (running). Target (issue 36): running ≤ grace + 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+TRAP = 'trap "exit 143" TERM; '
+SETTINGS = {
+    "EULER_PREEMPT_MIN_RUN_SECONDS": "0",
+    "EULER_PREEMPT_MAX_PER_HOUR": "1000",
+    "EULER_SCHEDULER_INTERVAL": "1",
+    "EULER_NODE_HEARTBEAT_MIN_INTERVAL": "0.5",
+}
+
+
+def run(runs: int, *, grace: int, ignore_term: bool) -> dict[str, list[float]]:
+    """Boot, measure `runs` preemptions, stop; returns the seconds of each phase per run."""
+    import os
+
+    from job_latency import boot, submit
+
+    for k, v in SETTINGS.items():
+        os.environ.setdefault(k, v)
+    with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
+        platform, low_http, _ = boot(Path(tmp), env={**SETTINGS, "EULER_NODE_MAX_CPU_MILLI": "1000"})
+        try:
+            return _measure(platform, low_http, submit, runs=runs, grace=grace, ignore_term=ignore_term)
+        finally:
+            platform.stop()
+
+
+def _measure(platform, low_http, submit, *, runs: int, grace: int, ignore_term: bool) -> dict[str, list[float]]:
+    import httpx
+
+    from jobs.models import Attempt, Job, Preemption
+    from quotas.models import PriorityClass
+    from quotas.services import apikey_create, project_create
+
+    urgent = PriorityClass.objects.get_or_create(name="urgent", defaults={"value": 100})[0]
+    high = project_create(name=f"bench-high-{uuid.uuid4().hex[:6]}")
+    high.max_priority_class = urgent
+    high.save()
+    _, key = apikey_create(project=high, label="bench")
+    high_http = httpx.Client(base_url=platform.url + "/api/v1/", headers={"X-Euler-API-Key": key}, timeout=30)
+    loop = "while true; do sleep 0.2; done"
+    command = ["sh", "-c", loop if ignore_term else TRAP + loop]
+    figures: dict[str, list[float]] = {"submit → decision": [], "decision → stopped": [], "decision → running": []}
+    for _ in range(runs):
+        victim = submit(low_http, command, cpu_milli=1000, stop_grace_seconds=grace, timeout_seconds=600)
+        platform.wait_for(lambda: Job.objects.get(pk=victim).state == "running", "the victim runs", every=0.05)
+        before = Job.objects.get(pk=victim).queued_at
+        urgent_id = submit(high_http, ["true"], cpu_milli=1000, priority_class="urgent")
+        submitted = Job.objects.get(pk=urgent_id).created_at
+        started = platform.wait_for(
+            lambda: Attempt.objects.filter(job_id=urgent_id, started_at__isnull=False).first(),
+            "the urgent job runs",
+            timeout=grace + 60,
+            every=0.05,
+        )
+        decided = Preemption.objects.get(preemptor_id=urgent_id).created_at
+        stopped = Attempt.objects.filter(job_id=victim).order_by("number").first().ended_at
+        figures["submit → decision"].append((decided - submitted).total_seconds())
+        figures["decision → stopped"].append((stopped - decided).total_seconds())
+        figures["decision → running"].append((started.started_at - decided).total_seconds())
+        platform.wait_for(lambda: Job.objects.get(pk=urgent_id).ended_at is not None, "the urgent job ends")
+        assert Job.objects.get(pk=victim).queued_at > before  # it went back to the queue
+        low_http.post(f"jobs/{victim}/cancel").raise_for_status()
+        platform.wait_for(
+            lambda: not Attempt.objects.filter(job_id=victim, state__in=["assigned", "running"]).exists(),
+            "the victim's next attempt is gone",
+            timeout=grace + 60,
+        )
+    return figures
+
+
+def report(figures: dict[str, list[float]], *, grace: int, ignore_term: bool) -> None:
+    from django.db import connection
+
+    from job_latency import pct
+
+    how = "ignores SIGTERM (SIGKILL at the grace)" if ignore_term else "traps SIGTERM (stops at once)"
+    runs = len(next(iter(figures.values())))
+    print(f"preempt: {runs} preemptions on a full node, victim {how}, grace {grace} s, {connection.vendor}")
+    for label, values in figures.items():
+        print(f"  {label:<20} p50 {pct(values, 50):6.2f} s   p99 {pct(values, 99):6.2f} s   max {max(values):6.2f} s")
+    print(f"  target: decision → running ≤ grace + 5 s = {grace + 5} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--grace", type=int, default=5, help="the victim's stop_grace_seconds")
+    parser.add_argument("--ignore-term", action="store_true", help="the victim ignores SIGTERM: killed at the grace")
+    args = parser.parse_args()
+    figures = run(args.runs, grace=args.grace, ignore_term=args.ignore_term)
+    report(figures, grace=args.grace, ignore_term=args.ignore_term)
+
+
+if __name__ == "__main__":
+    main()
