@@ -67,12 +67,14 @@ def _measure(platform, low_http, submit, *, runs: int, grace: int, ignore_term: 
     figures: dict[str, list[float]] = {"submit → decision": [], "decision → stopped": [], "decision → running": []}
     for _ in range(runs):
         victim = submit(low_http, command, cpu_milli=1000, stop_grace_seconds=grace, timeout_seconds=600)
-        platform.wait_for(lambda: Job.objects.get(pk=victim).state == "running", "the victim runs", every=0.05)
+        platform.wait_for(
+            lambda victim=victim: Job.objects.get(pk=victim).state == "running", "the victim runs", every=0.05
+        )
         before = Job.objects.get(pk=victim).queued_at
         urgent_id = submit(high_http, ["true"], cpu_milli=1000, priority_class="urgent")
         submitted = Job.objects.get(pk=urgent_id).created_at
         started = platform.wait_for(
-            lambda: Attempt.objects.filter(job_id=urgent_id, started_at__isnull=False).first(),
+            lambda urgent_id=urgent_id: Attempt.objects.filter(job_id=urgent_id, started_at__isnull=False).first(),
             "the urgent job runs",
             timeout=grace + 60,
             every=0.05,
@@ -82,11 +84,13 @@ def _measure(platform, low_http, submit, *, runs: int, grace: int, ignore_term: 
         figures["submit → decision"].append((decided - submitted).total_seconds())
         figures["decision → stopped"].append((stopped - decided).total_seconds())
         figures["decision → running"].append((started.started_at - decided).total_seconds())
-        platform.wait_for(lambda: Job.objects.get(pk=urgent_id).ended_at is not None, "the urgent job ends")
+        platform.wait_for(
+            lambda urgent_id=urgent_id: Job.objects.get(pk=urgent_id).ended_at is not None, "the urgent job ends"
+        )
         assert Job.objects.get(pk=victim).queued_at > before  # it went back to the queue
         low_http.post(f"jobs/{victim}/cancel").raise_for_status()
         platform.wait_for(
-            lambda: not Attempt.objects.filter(job_id=victim, state__in=["assigned", "running"]).exists(),
+            lambda victim=victim: not Attempt.objects.filter(job_id=victim, state__in=["assigned", "running"]).exists(),
             "the victim's next attempt is gone",
             timeout=grace + 60,
         )
@@ -95,7 +99,6 @@ def _measure(platform, low_http, submit, *, runs: int, grace: int, ignore_term: 
 
 def report(figures: dict[str, list[float]], *, grace: int, ignore_term: bool) -> None:
     from django.db import connection
-
     from job_latency import pct
 
     how = "ignores SIGTERM (SIGKILL at the grace)" if ignore_term else "traps SIGTERM (stops at once)"
