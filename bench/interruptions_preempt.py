@@ -2,6 +2,7 @@
 section of issue 36's interruptions bench; bench/interruptions.py may import `run` from here).
 
     .venv/bin/python bench/interruptions_preempt.py [--runs 20] [--grace 5] [--ignore-term]
+    .venv/bin/python bench/interruptions_preempt.py --pure    # the policy's decision cost alone
     DATABASE_URL=postgres://root@127.0.0.1:5432/euler_bench .venv/bin/python bench/interruptions_preempt.py
 
 Starts the real platform as bench/job_latency.py does (web, worker, beat, one `./euler-node` agent on the local
@@ -109,12 +110,51 @@ def report(figures: dict[str, list[float]], *, grace: int, ignore_term: bool) ->
     print(f"  target: decision → running ≤ grace + 5 s = {grace + 5} s")
 
 
+def pure(nodes: int, per_node: int, preemptors: int, repeat: int) -> None:
+    """The policy alone: a full pool of lower-class jobs and a burst of higher-class ones; one pass decides."""
+    import random
+    import time
+
+    from jobs.scheduling import policy
+    from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot
+    from jobs.scheduling.victims import Guards, Running
+
+    gib, now, rnd = 1024**3, 100_000.0, random.Random(7)
+    running, snaps, aid = [], [], 0
+    for n in range(1, nodes + 1):
+        mine = []
+        for _ in range(per_node):
+            aid += 1
+            mine.append(Running(attempt_id=aid, job_id=aid, project_id=1 + aid % 5, node_id=n,
+                                priority_value=rnd.choice((-10, 0, 0, 5)), cpu_milli=4000 // per_node,
+                                memory_bytes=gib, started_at=now - rnd.uniform(100, 10_000)))  # fmt: skip
+        running += mine
+        snaps.append(NodeSnapshot(id=n, name=f"n{n}", cpu_milli=4000, memory_bytes=64 * gib, trust="platform",
+                                  used_cpu_milli=4000, used_memory_bytes=per_node * gib))  # fmt: skip
+    jobs = [JobSnapshot(id=10**7 + i, project_id=9, cpu_milli=rnd.choice((1000, 2000, 3000)), memory_bytes=gib,
+                        queued_at=float(i), priority_value=10) for i in range(preemptors)]  # fmt: skip
+    times, plan = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        plan = policy.place(jobs, snaps, now=now, running=running, guards=Guards(min_run_seconds=60, max_per_hour=3))
+        times.append(time.perf_counter() - t0)
+    best = min(times)
+    print(f"preempt, pure policy: {nodes} full nodes x {per_node} lower-class jobs, {preemptors} higher-class jobs "
+          f"queued: one pass {best * 1000:.1f} ms (best of {repeat}), {len(plan.preemptions)} preemptions decided "
+          f"(at most {policy.preemption.MAX_PER_PASS} a pass), {best / max(1, len(plan.preemptions)) * 1e6:.0f} µs each")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--grace", type=int, default=5, help="the victim's stop_grace_seconds")
     parser.add_argument("--ignore-term", action="store_true", help="the victim ignores SIGTERM: killed at the grace")
+    parser.add_argument("--pure", action="store_true", help="only the policy's decision cost, no platform")
     args = parser.parse_args()
+    if args.pure:
+        for nodes in (100, 1000):
+            pure(nodes, 8, 200, repeat=3)
+        return
     figures = run(args.runs, grace=args.grace, ignore_term=args.ignore_term)
     report(figures, grace=args.grace, ignore_term=args.ignore_term)
 

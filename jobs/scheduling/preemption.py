@@ -10,6 +10,7 @@ this pass is held for its preemptor from here on (the caller records the claim).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ from jobs.scheduling import reasons
 from jobs.scheduling.capacity import Capacity, eligibility_key, shape_of
 from jobs.scheduling.gpufit import gpu_kind
 from jobs.scheduling.snapshots import JobSnapshot
-from jobs.scheduling.victims import Guards, Need, Running, choose, preemptible, rank
+from jobs.scheduling.victims import Guards, Need, Running, cheap, choose, preemptible, rank
 
 MAX_PER_PASS = 100  # preemptors decided in one pass: a burst is spread over passes, each seeing the last one's claims
 
@@ -48,12 +49,18 @@ def decide(
             continue  # the class test comes per preemptor; the other guards hold for every one
         by_node.setdefault(i, []).append(r)
         lowest = r.priority_value if lowest is None else min(lowest, r.priority_value)
+    for rs in by_node.values():  # the greedy order once (victims.choose): a class's candidates are a prefix
+        rs.sort(key=lambda r: cheap(r, now))
     decisions: list[Decision] = []
     pending: dict[int, str] = {}
     if lowest is None:
         return decisions, pending
     taken_nodes: set[int] = set()
     failed: set[tuple] = set()  # (eligibility key, shape, class) that found no victims: alike jobs skip
+    # Per (shape, class): each node's best victim set. A node's candidates change only when it is taken (and then
+    # no job looks at it again this pass), so alike preemptors reuse what the first one found.
+    found_on: dict[tuple, dict] = {}
+    eligible: dict[tuple, frozenset[int]] = {}
     for job in waiting:
         if len(decisions) >= MAX_PER_PASS:
             break
@@ -62,7 +69,7 @@ def decide(
         key = (eligibility_key(job), shape_of(job), job.priority_value)
         if key in failed:
             continue
-        found = _best_node(state, job, by_node, taken_nodes, now=now)
+        found = _best_node(state, job, by_node, taken_nodes, found_on.setdefault(key[1:], {}), eligible, now=now)
         if found is None:
             failed.add(key)
             continue
@@ -77,35 +84,53 @@ def decide(
 
 
 def _best_node(
-    state: Capacity, job: JobSnapshot, by_node: dict[int, list[Running]], taken: set[int], *, now: float
+    state: Capacity,
+    job: JobSnapshot,
+    by_node: dict[int, list[Running]],
+    taken: set[int],
+    known: dict,
+    eligible: dict[tuple, frozenset[int]],
+    *,
+    now: float,
 ) -> tuple[int, tuple[Running, ...]] | None:
-    """The node whose best victim set ranks first (then the lowest node id), and that set; None: no node."""
-    plain, gpu = state.classes_for(job)
-    kind = gpu_kind(job)
-    best, best_key = None, None
-    for cls in (*plain, *gpu) if job.gpu_count == 0 else gpu:
-        for i in cls.members:
-            if i in taken or i in state.reserved or i not in by_node:
-                continue
-            candidates = [r for r in by_node[i] if r.priority_value < job.priority_value]
-            if not candidates:
-                continue
-            node = state.nodes[i]
-            need = Need(
-                cpu_milli=job.cpu_milli,
-                memory_bytes=job.memory_bytes,
-                disk_bytes=job.disk_bytes,
-                gpu_count=job.gpu_count,
-                free_cpu_milli=state.cpu[i],
-                free_memory_bytes=state.mem[i],
-                free_disk_bytes=state.disk[i],
-                free_gpus=frozenset(state.gpus[i]),
-                usable_gpus=None if kind is None else frozenset(state.usable(node.gpu_uuids, kind)),
-            )
-            victims = choose(need, candidates, now=now)
-            if not victims:  # None: not enough even with all; (): room already (held back by something else)
-                continue
-            key = (rank(victims, now=now), node.id)
-            if best_key is None or key < best_key:
-                best, best_key = (i, victims), key
-    return best
+    """The node whose best victim set ranks first (then the lowest node id) among those the job may use, and that
+    set; None: no node. `known` holds, for jobs of this shape and class, every node's best set in rank order
+    (built by the first such job: a node's candidates change only when it is taken, and no job looks at a taken
+    node again); `eligible` the node indices each eligibility key may use."""
+    ranked = known.get("ranked")
+    if ranked is None:
+        found = ((_on_node(state, job, i, running, now=now), i) for i, running in by_node.items())
+        ranked = known["ranked"] = sorted(((f[0], state.nodes[i].id), i, f[1]) for f, i in found if f is not None)
+    key = eligibility_key(job)
+    mine = eligible.get(key)
+    if mine is None:
+        plain, gpu = state.classes_for(job)
+        mine = eligible[key] = frozenset(i for cls in ((*plain, *gpu) if job.gpu_count == 0 else gpu)
+                                         for i in cls.members)  # fmt: skip
+    for _, i, victims in ranked:
+        if i in mine and i not in taken and i not in state.reserved:
+            return i, victims
+    return None
+
+
+def _on_node(state: Capacity, job: JobSnapshot, i: int, running: list[Running], *, now: float) -> tuple | None:
+    """(rank, victims) of the best victim set on node i for the job, or None."""
+    candidates = running[: bisect_left(running, job.priority_value, key=lambda r: r.priority_value)]
+    if not candidates:
+        return None
+    node, kind = state.nodes[i], gpu_kind(job)
+    need = Need(
+        cpu_milli=job.cpu_milli,
+        memory_bytes=job.memory_bytes,
+        disk_bytes=job.disk_bytes,
+        gpu_count=job.gpu_count,
+        free_cpu_milli=state.cpu[i],
+        free_memory_bytes=state.mem[i],
+        free_disk_bytes=state.disk[i],
+        free_gpus=frozenset(state.gpus[i]),
+        usable_gpus=None if kind is None else frozenset(state.usable(node.gpu_uuids, kind)),
+    )
+    victims = choose(need, candidates, now=now, ordered=True)
+    if not victims:  # None: not enough even with all; (): room already (held back by something else)
+        return None
+    return rank(victims, now=now), victims

@@ -4,7 +4,7 @@ the youngest, among those that free enough for it (CPU, memory, disk, and GPUs o
 A set's rank is (how many, its classes highest first, its ages oldest first): a set that stops fewer jobs always
 wins; between sets of one size, the one whose highest class is lower (then the next...), then the one whose oldest
 member is younger (then the next...), then the lower attempt ids. The search is exact: sets of one, then of two...
-until one frees enough; past SEARCH_LIMIT sets of one size it takes the cheapest members greedily instead.
+until one frees enough; past SEARCH_LIMIT sets of one size it settles for the cheapest members that free enough.
 """
 
 from __future__ import annotations
@@ -73,17 +73,41 @@ def preemptible(r: Running, *, value: int, now: float, guards: Guards) -> bool:
 
 def frees_enough(need: Need, victims: Iterable[Running]) -> bool:
     cpu, mem, disk = need.free_cpu_milli, need.free_memory_bytes, need.free_disk_bytes
-    gpus = set(need.free_gpus)
+    gpus = set(need.free_gpus) if need.gpu_count else None
     for r in victims:
         cpu += r.cpu_milli
         mem += r.memory_bytes
         disk += r.disk_bytes
-        gpus.update(r.gpu_uuids)
+        if gpus is not None:
+            gpus.update(r.gpu_uuids)
+    if cpu < need.cpu_milli or mem < need.memory_bytes or disk < need.disk_bytes:
+        return False
+    if gpus is None:
+        return True
     if need.usable_gpus is not None:
         gpus &= need.usable_gpus
-    return (
-        cpu >= need.cpu_milli and mem >= need.memory_bytes and disk >= need.disk_bytes and len(gpus) >= need.gpu_count
-    )
+    return len(gpus) >= need.gpu_count
+
+
+def least_count(need: Need, pool: Sequence[Running]) -> int:
+    """A lower bound on how many of `pool` must stop: for each resource short, the fewest of its largest holders
+    that cover the shortfall (sets smaller than this cannot free enough, so the search starts here)."""
+    bound = 0
+    for short, amount in (
+        (need.cpu_milli - need.free_cpu_milli, lambda r: r.cpu_milli),
+        (need.memory_bytes - need.free_memory_bytes, lambda r: r.memory_bytes),
+        (need.disk_bytes - need.free_disk_bytes, lambda r: r.disk_bytes),
+    ):
+        if short <= 0:
+            continue
+        covered, k = 0, 0
+        for value in sorted((amount(r) for r in pool), reverse=True):
+            if covered >= short:
+                break
+            covered += value
+            k += 1
+        bound = max(bound, k)
+    return max(bound, 1)
 
 
 def rank(victims: Sequence[Running], *, now: float) -> tuple:
@@ -111,46 +135,61 @@ def _useful(need: Need, r: Running) -> bool:
     )
 
 
-def choose(need: Need, candidates: Collection[Running], *, now: float) -> tuple[Running, ...] | None:
+def choose(
+    need: Need, candidates: Collection[Running], *, now: float, ordered: bool = False
+) -> tuple[Running, ...] | None:
     """The best set of candidates (already preemptible) whose stopping frees enough for `need`; () when the node
-    already has room; None when even all of them would not free enough."""
+    already has room; None when even all of them would not free enough. `ordered`: the candidates come in the
+    greedy order already (cheap)."""
     if frees_enough(need, ()):
         return ()
-    pool = sorted((r for r in candidates if _useful(need, r)), key=lambda r: _cheap(r, now))
-    if not frees_enough(need, pool):
+    pool = [r for r in candidates if _useful(need, r)]
+    if not ordered:
+        pool.sort(key=lambda r: cheap(r, now))
+    greedy = _greedy_size(need, pool)
+    if greedy is None:
         return None
-    for size in range(1, len(pool) + 1):
+    # The cheapest `greedy` candidates free enough and are the best set of that size (see cheap); a smaller set
+    # that frees enough wins over them, so the sizes below are searched, from the least that could.
+    for size in range(least_count(need, pool) if greedy > 1 else greedy, greedy):
         best, best_rank, seen = None, None, 0
         for combo in combinations(pool, size):
             seen += 1
             if seen > SEARCH_LIMIT:
-                return _greedy(need, pool, size, now=now, found=best)
+                break  # too many to try: the greedy set stands (it frees enough, with a few more jobs)
             if frees_enough(need, combo):
                 key = rank(combo, now=now)
                 if best_rank is None or key < best_rank:
                     best, best_rank = combo, key
         if best is not None:
             return tuple(sorted(best, key=lambda r: r.attempt_id))
-    return None  # not reached: the whole pool frees enough
+    return tuple(sorted(pool[:greedy], key=lambda r: r.attempt_id))
 
 
-def _cheap(r: Running, now: float) -> tuple:
-    """The greedy order: the lowest class first, then the youngest, then the lowest attempt id."""
+def _greedy_size(need: Need, pool: Sequence[Running]) -> int | None:
+    """How many of `pool`, taken in order, free enough; None: not even all of them."""
+    cpu, mem, disk = need.free_cpu_milli, need.free_memory_bytes, need.free_disk_bytes
+    gpus = set(need.free_gpus) if need.gpu_count else None
+    usable = need.usable_gpus
+
+    def enough() -> bool:
+        if cpu < need.cpu_milli or mem < need.memory_bytes or disk < need.disk_bytes:
+            return False
+        return gpus is None or len(gpus if usable is None else gpus & usable) >= need.gpu_count
+
+    for k, r in enumerate(pool, start=1):
+        cpu += r.cpu_milli
+        mem += r.memory_bytes
+        disk += r.disk_bytes
+        if gpus is not None:
+            gpus.update(r.gpu_uuids)
+        if enough():
+            return k
+    return None
+
+
+def cheap(r: Running, now: float) -> tuple:
+    """The greedy order: the lowest class first, then the youngest, then the lowest attempt id. The first k in
+    this order, when they free enough, are the best set of k: any other k-set holds classes at least as high,
+    place by place, and within the same classes ages at least as old."""
     return (r.priority_value, _age(r, now), r.attempt_id)
-
-
-def _greedy(need: Need, pool: list[Running], size: int, *, now: float, found) -> tuple[Running, ...]:
-    """Too many sets of this size to try them all: the best found so far, else the cheapest members taken in order
-    until enough is free, less any that the rest do not need."""
-    if found is not None:
-        return tuple(sorted(found, key=lambda r: r.attempt_id))
-    taken: list[Running] = []
-    for r in pool:
-        taken.append(r)
-        if frees_enough(need, taken):
-            break
-    for r in sorted(taken, key=lambda r: _cheap(r, now), reverse=True):  # drop the dearest that are not needed
-        rest = [t for t in taken if t is not r]
-        if frees_enough(need, rest):
-            taken = rest
-    return tuple(sorted(taken, key=lambda r: r.attempt_id))
