@@ -21,6 +21,7 @@ from operator import attrgetter
 
 from jobs.scheduling import fairshare, preemption, reasons, reservations
 from jobs.scheduling.capacity import UNLIMITED, Capacity, Relevant, eligibility_key, shape_of
+from jobs.scheduling.filters import static_reject
 from jobs.scheduling.gpufit import Reservation
 from jobs.scheduling.pacing import handover_allowance
 from jobs.scheduling.reasons import REASON_BACKOFF, REASON_PACED, explain
@@ -117,12 +118,14 @@ class _Pass:
         self.entitled: dict[int, float] = {}
 
     def claim(self, jobs: list[JobSnapshot], claims: Mapping[int, tuple[int, int]]) -> None:
-        """Hold each claimed node for its preemptor (a reservation it consumes when it fits there)."""
+        """Hold each claimed node for its preemptor (a reservation it consumes when it fits there), while the job may
+        still use it."""
         index = {node.id: i for i, node in enumerate(self.state.nodes)}
         for job in jobs:
             found = claims.get(job.id)
-            if found is not None and found[0] in index and index[found[0]] not in self.state.reserved:
-                i = index[found[0]]
+            i = index.get(found[0]) if found is not None else None
+            # A node that went offline, draining or out of the job's reach since the claim holds nothing for it.
+            if i is not None and i not in self.state.reserved and static_reject(self.state.nodes[i], job) is None:
                 self.state.reserved[i] = Reservation(job)
                 self.reserved[job.id] = i
                 self.claims[job.id] = found[1]

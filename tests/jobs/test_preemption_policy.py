@@ -164,3 +164,14 @@ def test_the_same_inputs_in_any_order_give_the_same_preemptions():
         assert again.preemptions == first.preemptions
         assert again.pending == first.pending
     assert len(first.preemptions) == 4
+
+
+def test_a_claim_on_a_node_gone_offline_holds_nothing_and_the_job_may_preempt_elsewhere():
+    on2 = [running(2, 2, cpu=4000)]
+    nodes = [node(1, online=False), full(node(2), on2)]
+    plan = policy.place(
+        [job(7, cpu_milli=3000, priority_value=10)], nodes, now=NOW, claims={7: (1, 0)}, running=on2, guards=GUARDS
+    )
+    assert plan.placements == ()
+    [decision] = plan.preemptions
+    assert decision.node_id == 2
