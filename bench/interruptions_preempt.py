@@ -64,7 +64,7 @@ def _measure(platform, low_http, submit, *, runs: int, grace: int, ignore_term: 
     _, key = apikey_create(project=high, label="bench")
     high_http = httpx.Client(base_url=platform.url + "/api/v1/", headers={"X-Euler-API-Key": key}, timeout=30)
     loop = "while true; do sleep 0.2; done"
-    command = ["sh", "-c", loop if ignore_term else TRAP + loop]
+    command = ["sh", "-c", ('trap "" TERM; ' if ignore_term else TRAP) + loop]
     figures: dict[str, list[float]] = {"submit → decision": [], "decision → stopped": [], "decision → running": []}
     for _ in range(runs):
         victim = submit(low_http, command, cpu_milli=1000, stop_grace_seconds=grace, timeout_seconds=600)
