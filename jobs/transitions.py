@@ -253,7 +253,6 @@ def _cancel_rows(jobs: list[Job], *, why: str, note: str, now: datetime) -> list
     for job in jobs:
         job.state, job.reason, job.ended_at = JobState.CANCELLED, why[:32], now
     if stopping:
-        from jobs.stopping import Reason
         from jobs.wakeups import wake_nodes
 
         # Each with its job's grace (jobs/stopping.py: SIGTERM, grace, SIGKILL); the batch in one statement per grace.
@@ -264,7 +263,7 @@ def _cancel_rows(jobs: list[Job], *, why: str, note: str, now: datetime) -> list
         for attempt_id in stopping:
             by_grace.setdefault(_grace(graces.get(attempt_id)), []).append(attempt_id)
         for grace, ids in by_grace.items():
-            attempts.filter(pk__in=ids).update(stop_reason=Reason.CANCEL, stop_grace=grace, stop_by=why[:150])
+            attempts.filter(pk__in=ids).update(stop_reason="cancelled", stop_grace=grace, stop_by=why[:150])
         transaction.on_commit(lambda: wake_nodes(nodes))
     moves = [(job.pk, JobState.CANCELLED) for job in jobs]
     transaction.on_commit(lambda: _send(moves))
@@ -272,9 +271,10 @@ def _cancel_rows(jobs: list[Job], *, why: str, note: str, now: datetime) -> list
 
 
 def _grace(job_grace: int | None) -> int:
-    from jobs.stopping import clamp_grace
+    """The job's stop grace within the operator's maximum (as jobs.stopping.clamp_grace, which builds on this module)."""
+    from django.conf import settings
 
-    return clamp_grace(None, job_grace=30 if job_grace is None else job_grace)
+    return max(0, min(30 if job_grace is None else job_grace, settings.EULER_MAX_STOP_GRACE))
 
 
 def admit(array, *, now: datetime) -> int:

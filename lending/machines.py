@@ -147,6 +147,11 @@ def machines(user, *, now: datetime) -> list[dict]:
                     "reclaims": c.get("reclaims", 0),
                     "gpu_faults": c.get("gpu_faults", 0) + gpu_events.get(node.pk, 0),
                 },
+                "reclaim": {
+                    "reclaimed_at": node.reclaimed_at.isoformat() if node.reclaimed_at else None,
+                    "reclaimed_by": node.reclaimed_by,
+                    "count": node.reclaim_count,
+                },
                 "reliability": scores.get(node.pk),
                 "daily": hours.get(node.pk, empty),
             }
