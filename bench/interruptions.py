@@ -2,7 +2,8 @@
 interruption, chosen by flags (none: every section that is implemented).
 
     .venv/bin/python bench/interruptions.py [--reclaim] [--runs 10] [--grace 5]
-    (later sections: --preempt, --checkpoint; each adds its own flag, function and SECTIONS entry)
+    .venv/bin/python bench/interruptions.py --preempt [--runs 10] [--grace 5]
+    (later sections: --checkpoint; each adds its own flag, function and SECTIONS entry)
 
 Boots the platform and one local agent like bench/job_latency.py, then per section:
 
@@ -17,6 +18,7 @@ reclaim. A running job is reclaimed with its node's own request (what `euler-nod
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -24,6 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 from bench.job_latency import boot, pct, submit  # noqa: E402
 
@@ -107,10 +110,21 @@ def reclaim(b: Bench, args) -> None:
     )
 
 
-# name -> (what it measures, function); preempt and checkpoint add theirs here.
+def preempt(b: Bench, args) -> None:
+    """Preemption decision → victim stopped → higher-class job running (bench/interruptions_preempt.py)."""
+    import interruptions_preempt
+
+    interruptions_preempt.section(b, args)
+
+
+# name -> (what it measures, function); checkpoint adds its own here.
 SECTIONS = {
     "reclaim": ("reclaim → node free; a SIGTERM-ignoring job gone at grace + 2 s", reclaim),
+    "preempt": ("preemption decision → victim stopped → higher-class job running, p50/p99", preempt),
 }
+# The preempt section's settings (no minimum run, no hourly cap in the way): read by the platform at boot.
+for _name, _value in (("EULER_PREEMPT_MIN_RUN_SECONDS", "0"), ("EULER_PREEMPT_MAX_PER_HOUR", "1000")):
+    os.environ.setdefault(_name, _value)
 
 
 def main() -> None:

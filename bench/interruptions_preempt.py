@@ -38,20 +38,23 @@ def run(runs: int, *, grace: int, ignore_term: bool) -> dict[str, list[float]]:
     """Boot, measure `runs` preemptions, stop; returns the seconds of each phase per run."""
     import os
 
-    from job_latency import boot, submit
+    from job_latency import boot
 
     for k, v in SETTINGS.items():
         os.environ.setdefault(k, v)
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
         platform, low_http, _ = boot(Path(tmp), env={**SETTINGS, "EULER_NODE_MAX_CPU_MILLI": "1000"})
         try:
-            return _measure(platform, low_http, submit, runs=runs, grace=grace, ignore_term=ignore_term)
+            return measure(platform, low_http, runs=runs, grace=grace, ignore_term=ignore_term, cpu_milli=1000)
         finally:
             platform.stop()
 
 
-def _measure(platform, low_http, submit, *, runs: int, grace: int, ignore_term: bool) -> dict[str, list[float]]:
+def measure(platform, low_http, *, runs: int, grace: int, ignore_term: bool, cpu_milli: int) -> dict[str, list[float]]:
+    """`runs` preemptions on the platform's node, whose CPU `cpu_milli` one job fills; the platform runs with
+    SETTINGS (no minimum run)."""
     import httpx
+    from job_latency import submit
 
     from jobs.models import Attempt, Job, Preemption
     from quotas.models import PriorityClass
@@ -67,12 +70,12 @@ def _measure(platform, low_http, submit, *, runs: int, grace: int, ignore_term: 
     command = ["sh", "-c", ('trap "" TERM; ' if ignore_term else TRAP) + loop]
     figures: dict[str, list[float]] = {"submit → decision": [], "decision → stopped": [], "decision → running": []}
     for _ in range(runs):
-        victim = submit(low_http, command, cpu_milli=1000, stop_grace_seconds=grace, timeout_seconds=600)
+        victim = submit(low_http, command, cpu_milli=cpu_milli, stop_grace_seconds=grace, timeout_seconds=600)
         platform.wait_for(
             lambda victim=victim: Job.objects.get(pk=victim).state == "running", "the victim runs", every=0.05
         )
         before = Job.objects.get(pk=victim).queued_at
-        urgent_id = submit(high_http, ["true"], cpu_milli=1000, priority_class="urgent")
+        urgent_id = submit(high_http, ["true"], cpu_milli=cpu_milli, priority_class="urgent")
         submitted = Job.objects.get(pk=urgent_id).created_at
         started = platform.wait_for(
             lambda urgent_id=urgent_id: Attempt.objects.filter(job_id=urgent_id, started_at__isnull=False).first(),
@@ -96,6 +99,14 @@ def _measure(platform, low_http, submit, *, runs: int, grace: int, ignore_term: 
             timeout=grace + 60,
         )
     return figures
+
+
+def section(b, args) -> None:
+    """bench/interruptions.py's `preempt` section: a victim that traps SIGTERM, then one that ignores it."""
+    for ignore_term in (False, True):
+        figures = measure(b.platform, b.http, runs=args.runs, grace=args.grace, ignore_term=ignore_term,
+                          cpu_milli=b.node.cpu_milli)  # fmt: skip
+        report(figures, grace=args.grace, ignore_term=ignore_term)
 
 
 def report(figures: dict[str, list[float]], *, grace: int, ignore_term: bool) -> None:
