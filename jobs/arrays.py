@@ -8,7 +8,7 @@ from django.utils import timezone
 
 import audit
 from euler.errors import Conflict, NotFound
-from jobs import deps, transitions, usage, workflow
+from jobs import deps, priorityclasses, transitions, usage, workflow
 from jobs.models import Job, JobEvent
 from jobs.outputs.inputs import check_inputs
 from jobs.states import ATTEMPT_ACTIVE, TERMINAL, JobState
@@ -45,6 +45,7 @@ def array_submit(*, project, spec: dict, array: dict, depends_on: list[dict], by
     array's own dependencies are unmet."""
     usage.check_budget(project=project, gpu_count=spec.get("gpu_count", 0))
     check_inputs(project=project, inputs=spec.get("inputs_from") or [])  # as a single job's: 404 for another's
+    priorityclasses.apply(project=project, spec=spec)
     count, parallelism = array["count"], array.get("parallelism")
     env = spec.pop("env", None) or None
     arr = JobArray.objects.create(

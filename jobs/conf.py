@@ -25,6 +25,9 @@ EULER_JOB_RETRY_BACKOFF = env_float("EULER_JOB_RETRY_BACKOFF", 2.0, minimum=0)
 EULER_JOB_RETRY_BACKOFF_MAX = env_float("EULER_JOB_RETRY_BACKOFF_MAX", 300.0, minimum=0)
 # Server backstop: an attempt still active this long after its timeout is failed `timeout`.
 EULER_JOB_TIMEOUT_GRACE = env_int("EULER_JOB_TIMEOUT_GRACE", 60, minimum=0)
+# The longest stop grace a job may ask for (`stop_grace_seconds`: SIGTERM, the grace, SIGKILL; jobs/stopping.py), and
+# the longest a reclaim may give; a job asking more is refused 400 invalid_stop_grace.
+EULER_MAX_STOP_GRACE = env_int("EULER_MAX_STOP_GRACE", 600, minimum=0, maximum=3600)
 # Extra time an assigned attempt gets to start (image pull) before the backstop counts.
 EULER_JOB_START_GRACE = env_int("EULER_JOB_START_GRACE", 900, minimum=0)
 # An assignment or stop command not acted on is handed to the node again after this many seconds.
@@ -33,6 +36,12 @@ EULER_JOB_REDELIVER_AFTER = env_float("EULER_JOB_REDELIVER_AFTER", 30.0, minimum
 EULER_JOB_MISSING_GRACE = env_float("EULER_JOB_MISSING_GRACE", 20.0, minimum=1)
 # A queued job waiting longer than this (seconds) reserves the node it fits best, so small jobs cannot starve it.
 EULER_SCHEDULER_RESERVE_AFTER = env_float("EULER_SCHEDULER_RESERVE_AFTER", 300.0, minimum=0)
+# Preemption by priority class (jobs/scheduling/preemption.py): a running job is preempted only after it has run this
+# long (seconds), and at most this many times an hour (after that, not again until it ends; 0: no preemption).
+EULER_PREEMPT_MIN_RUN_SECONDS = env_float("EULER_PREEMPT_MIN_RUN_SECONDS", 120.0, minimum=0)
+EULER_PREEMPT_MAX_PER_HOUR = env_int("EULER_PREEMPT_MAX_PER_HOUR", 3, minimum=0, maximum=1000)
+# A node freed by preemption stays held for its preemptor this long (seconds) after its last victim stopped.
+EULER_PREEMPT_CLAIM_SECONDS = env_float("EULER_PREEMPT_CLAIM_SECONDS", 60.0, minimum=1)
 # Fair share blends in decayed recent usage from the ledger with this half-life (seconds); 0: running holdings only.
 EULER_FAIRSHARE_HALF_LIFE = env_float("EULER_FAIRSHARE_HALF_LIFE", 0.0, minimum=0)
 # Image registries that jobs may name although the image policy would refuse them (an IP address, a local-only

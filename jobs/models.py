@@ -31,6 +31,12 @@ class Job(models.Model):
     gpu_model = models.CharField(max_length=128, blank=True, default="")
     gpu_min_memory_bytes = models.BigIntegerField(default=0)
     timeout_seconds = models.IntegerField()
+    # Every stop (cancel, timeout, reclaim, preemption, budget): SIGTERM, this many seconds, then SIGKILL
+    # (jobs/stopping.py; at most EULER_MAX_STOP_GRACE). A timeout warning: `warn_signal` this long before the
+    # timeout (0: none).
+    stop_grace_seconds = models.IntegerField(default=30)
+    warn_before_timeout_seconds = models.IntegerField(default=0)
+    warn_signal = models.CharField(max_length=10, default="SIGUSR1")
     region = models.CharField(max_length=63, blank=True, default="")
     node_selector = models.JSONField(default=dict, blank=True)
     max_retries = models.IntegerField(default=1)
@@ -39,6 +45,13 @@ class Job(models.Model):
     pool = models.CharField(max_length=8, choices=Pool.choices, default=Pool.ANY)
     min_trust = models.CharField(max_length=10, choices=MinTrust.choices, default=MinTrust.COMMUNITY)
     priority = models.SmallIntegerField(default=0)  # -100..100: orders the project's own queue, then FIFO
+    # The priority class (quotas.PriorityClass) as it was at submit: classes place strictly in order of value, and a
+    # higher one may preempt lower ones (jobs/preemption.py). "" and 0: no class.
+    priority_class = models.CharField(max_length=63, blank=True, default="")
+    priority_value = models.IntegerField(default=0)
+    # Set when the job was preempted EULER_PREEMPT_MAX_PER_HOUR times within an hour: no more preemptions until it
+    # ends (a manual retry clears it).
+    preempt_immune = models.BooleanField(default=False)
     min_reliability = models.FloatField(default=0.0)  # 0–100: only nodes whose reliability score is at least this
     # Outputs and inputs (jobs/outputs): {"paths": [...], "max_bytes": N} or None; [{"job", "path", "to"}].
     outputs = models.JSONField(null=True, blank=True)
@@ -116,6 +129,12 @@ class Attempt(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)  # handed to the node through the poll
     stop_reason = models.CharField(max_length=32, blank=True, default="")  # the node must stop the container
     stop_sent_at = models.DateTimeField(null=True, blank=True)
+    # How the stop asked (jobs/stopping.py) ends the attempt: its grace (None: the job's), whether its job goes back
+    # to the queue without spending a retry, whether it counts as a failure, and who or what asked.
+    stop_grace = models.IntegerField(null=True, blank=True)
+    stop_requeue = models.BooleanField(default=False)
+    stop_failure = models.BooleanField(default=False)
+    stop_by = models.CharField(max_length=150, blank=True, default="")
     log_bytes = models.BigIntegerField(default=0)
     log_truncated = models.BooleanField(default=False)
     # Usage is booked up to this instant (compare-and-set), so each second is counted exactly once.
@@ -188,6 +207,33 @@ class LogArchive(models.Model):
 
     def __str__(self) -> str:
         return f"log archive of attempt {self.attempt_id} ({self.chunks} chunks)"
+
+
+class Preemption(models.Model):
+    """One victim of one preemption: who preempted it, where, and when its attempt was asked to stop.
+
+    While its victims stop, the node is held for the preemptor (jobs/preemption.py); the rows of the last hour are
+    the per-job count that EULER_PREEMPT_MAX_PER_HOUR caps."""
+
+    preemptor = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="preemptions_made")
+    victim = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="preemptions")
+    victim_attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="+")
+    node = models.ForeignKey("nodes.Node", null=True, on_delete=models.SET_NULL, related_name="+")
+    node_name = models.CharField(max_length=63, blank=True, default="")
+    preemptor_class = models.CharField(max_length=63, blank=True, default="")
+    preemptor_value = models.IntegerField(default=0)
+    victim_value = models.IntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["victim", "created_at"], name="preemption_victim_time"),
+            models.Index(fields=["preemptor", "created_at"], name="preemption_preemptor_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.victim_id} preempted by job {self.preemptor_id}"
 
 
 from jobs.workflow_models import Condition, Dependency, DepState, JobArray  # noqa: E402, F401  (registered here)

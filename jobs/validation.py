@@ -9,6 +9,7 @@ from jobs import retrypolicy
 from jobs.checkpoints import rules as checkpoint_rules
 from jobs.outputs import rules as output_rules
 from nodeagent import gpumatch, imageref
+from nodeagent.protocol import DEFAULT_STOP_GRACE_SECONDS, WARN_SIGNALS
 
 MIB = 1024 * 1024
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -162,6 +163,29 @@ def timeout_seconds(value) -> int:
     return _int(value, code="invalid_timeout", low=1, high=MAX_TIMEOUT, what="timeout_seconds")
 
 
+def stop_grace_seconds(value) -> int:
+    """SIGTERM, this many seconds, SIGKILL, at every stop (jobs/stopping.py); at most the operator's maximum."""
+    from django.conf import settings
+
+    return _int(value, code="invalid_stop_grace", low=0, high=settings.EULER_MAX_STOP_GRACE, what="stop_grace_seconds")
+
+
+def warn_before_timeout_seconds(value) -> int:
+    return _int(value, code="invalid_warn_before_timeout", low=0, high=MAX_TIMEOUT, what="warn_before_timeout_seconds")
+
+
+def warn_signal(value) -> str:
+    if not isinstance(value, str) or value.upper() not in WARN_SIGNALS:
+        raise InvalidInput(f"warn_signal must be one of {', '.join(sorted(WARN_SIGNALS))}.", code="invalid_warn_signal")
+    return value.upper()
+
+
+def default_stop_grace() -> int:
+    from django.conf import settings
+
+    return min(DEFAULT_STOP_GRACE_SECONDS, settings.EULER_MAX_STOP_GRACE)
+
+
 def max_retries(value) -> int:
     return _int(value, code="invalid_max_retries", low=0, high=MAX_RETRIES, what="max_retries")
 
@@ -243,6 +267,15 @@ def priority(value) -> int:
     return _int(value, code="invalid_priority", low=-MAX_PRIORITY, high=MAX_PRIORITY, what="priority")
 
 
+def priority_class(value) -> str | None:
+    """A priority class by name (the operator's classes; the project's default when absent): resolved at submit."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[-a-zA-Z0-9_]{1,63}", value):
+        raise InvalidInput("priority_class is the name of a priority class.", code="invalid_priority_class")
+    return value
+
+
 def min_reliability(value) -> float:
     """0–100: only nodes whose reliability score (lending/reliability.py) is at least this; 0: any node."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
@@ -314,6 +347,9 @@ FIELDS = {
     "gpu_count": (gpu_count, lambda: 0),
     "gpus": (gpus, lambda: None),  # folded into gpu_count, gpu_model, gpu_min_memory_bytes (merge_gpus)
     "timeout_seconds": (timeout_seconds, None),
+    "stop_grace_seconds": (stop_grace_seconds, default_stop_grace),
+    "warn_before_timeout_seconds": (warn_before_timeout_seconds, lambda: 0),
+    "warn_signal": (warn_signal, lambda: "SIGUSR1"),
     "env": (env, dict),
     "region": (region, str),
     "node_selector": (node_selector, dict),
@@ -323,6 +359,7 @@ FIELDS = {
     "pool": (pool, lambda: "any"),
     "min_trust": (min_trust, lambda: "community"),
     "priority": (priority, lambda: 0),
+    "priority_class": (priority_class, lambda: None),
     "outputs": (outputs, lambda: None),
     "inputs_from": (output_rules.inputs_from, list),
     "checkpoint": (checkpoint_rules.spec, lambda: None),

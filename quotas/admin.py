@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 import audit
-from quotas.models import ApiKey, Invitation, Membership, Project, Quota, UsageEntry
+from quotas.models import ApiKey, Invitation, Membership, PriorityClass, Project, Quota, UsageEntry
 
 
 class MembershipInline(admin.TabularInline):
@@ -17,20 +17,31 @@ class QuotaInline(admin.StackedInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "weight", "created_at"]
+    list_display = ["name", "slug", "weight", "default_priority_class", "max_priority_class", "created_at"]
     search_fields = ["name", "slug"]
     inlines = [QuotaInline, MembershipInline]
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        if change and "weight" in form.changed_data:  # the fair-share weight is part of the project's quota
+        # The fair-share weight and the priority classes are part of the project's quota.
+        changed = [f for f in ("weight", "default_priority_class", "max_priority_class") if f in form.changed_data]
+        if change and changed:
             audit.record(
                 "quota.changed",
                 project=obj.pk,
                 target=f"project:{obj}",
-                details={"weight": obj.weight},
+                details={f: str(getattr(obj, f)) if f != "weight" else obj.weight for f in changed},
                 by=request.user,
             )
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(admin.ModelAdmin):
+    """Classes place strictly by value (highest first) and a higher one may preempt lower ones; a job keeps the
+    name and value it was submitted with, so a changed value counts for new jobs only."""
+
+    list_display = ["name", "value", "description", "created_at"]
+    search_fields = ["name"]
 
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)

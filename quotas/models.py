@@ -19,6 +19,24 @@ class Resource(models.TextChoices):
 
 
 MAX_WEIGHT = 1000.0  # fair-share weights are in (0, MAX_WEIGHT]
+MAX_CLASS_VALUE = 1_000_000  # priority class values are in [-MAX_CLASS_VALUE, MAX_CLASS_VALUE]
+
+
+class PriorityClass(models.Model):
+    """A priority class, set by the operator: a higher value places first and may preempt lower ones
+    (jobs/scheduling/preemption.py). A job keeps the name and value it was submitted with."""
+
+    name = models.SlugField(max_length=63, unique=True)
+    value = models.IntegerField(validators=[MinValueValidator(-MAX_CLASS_VALUE), MaxValueValidator(MAX_CLASS_VALUE)])
+    description = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-value", "name"]
+        verbose_name_plural = "priority classes"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"
 
 
 class Project(models.Model):
@@ -28,6 +46,14 @@ class Project(models.Model):
     # Fair-share weight: on contended capacity the project gets weight / (sum of the waiting projects' weights).
     weight = models.FloatField(default=1.0, validators=[MinValueValidator(0.001), MaxValueValidator(MAX_WEIGHT)])
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+    # Priority classes: a job without `priority_class` gets the default (none: value 0); a job may ask for any class
+    # up to the maximum (none: up to the default).
+    default_priority_class = models.ForeignKey(
+        PriorityClass, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    max_priority_class = models.ForeignKey(
+        PriorityClass, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         ordering = ["name"]

@@ -28,6 +28,7 @@ _FIELDS = {
     "pool": None,  # str
     "min_trust": None,  # str
     "priority": None,  # int
+    "priority_class": None,  # str: a priority class's name
     "network": None,  # str
     "isolation": None,  # str
     "array_count": None,  # int: --array N, N tasks of this job
@@ -65,7 +66,7 @@ class RunRequest(namedtuple("RunRequest", list(_FIELDS), defaults=list(_FIELDS.v
             disk_bytes=self.disk_bytes, timeout_seconds=self.timeout_seconds, max_retries=self.max_retries,
             retry_on=self.retry_on, region=self.region, node_selector=self.node_selector, env=self.env,
             pool=self.pool, min_trust=self.min_trust, priority=self.priority, network=self.network,
-            isolation=self.isolation,
+            isolation=self.isolation, priority_class=self.priority_class,
             depends_on=self.depends_on, array=self.array(),
         )  # fmt: skip
 

@@ -11,6 +11,7 @@ from euler.errors import InvalidInput
 from jobs import deps, validation, workflow
 from jobs.models import Attempt, Dependency, Job, JobArray, JobEvent
 from nodeagent.gpumatch import GIB
+from nodeagent.protocol import WARN_SIGNALS
 from quotas.api.base import StrictSerializer, paginated
 
 
@@ -81,8 +82,26 @@ _OPENAPI = {
         ]
     },
     "timeout_seconds": OpenApiTypes.INT,
+    "stop_grace_seconds": {
+        "type": "integer",
+        "minimum": 0,
+        "default": 30,
+        "description": "every stop: SIGTERM, this many seconds, SIGKILL (at most the operator's EULER_MAX_STOP_GRACE)",
+    },
+    "warn_before_timeout_seconds": {
+        "type": "integer",
+        "minimum": 0,
+        "default": 0,
+        "description": "send warn_signal this many seconds before the timeout (0: no warning)",
+    },
+    "warn_signal": {"type": "string", "enum": sorted(WARN_SIGNALS), "default": "SIGUSR1"},
     "max_retries": OpenApiTypes.INT,
     "priority": {"type": "integer", "minimum": -100, "maximum": 100, "default": 0},
+    "priority_class": {
+        "type": "string",
+        "maxLength": 63,
+        "description": "a priority class's name; absent: the project's default",
+    },
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "writeOnly": True},
     "node_selector": {"type": "object", "additionalProperties": {"type": "string"}},
     "retry_on": {
@@ -156,7 +175,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         fields = [
             "id", "number", "node", "state", "exit_code", "reason", "message", "gpu_uuids", "cpu_milli",
             "memory_bytes", "disk_bytes", "created_at", "started_at", "ended_at", "log_bytes", "log_truncated",
-            "runtime", "isolation", "gpu_stats",
+            "runtime", "isolation", "gpu_stats", "stop_reason", "stop_grace",
         ]  # fmt: skip
 
 
@@ -189,8 +208,19 @@ class JobSerializer(serializers.ModelSerializer):
             "min_trust", "retry_backoff", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
             "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation", "array", "array_index",
-            "min_reliability", "checkpoint",
+            "min_reliability", "checkpoint", "stop_grace_seconds", "warn_before_timeout_seconds", "warn_signal",
+            "priority_class", "priority_value",
         ]  # fmt: skip
+
+
+class PriorityClassSerializer(serializers.Serializer):
+    """A priority class as a project sees it (jobs.priorityclasses.visible)."""
+
+    name = serializers.CharField()
+    value = serializers.IntegerField()
+    description = serializers.CharField()
+    allowed = serializers.BooleanField(help_text="whether this project's jobs may ask for it")
+    default = serializers.BooleanField(help_text="whether it is this project's default")
 
 
 class DependencySerializer(serializers.ModelSerializer):

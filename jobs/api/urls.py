@@ -7,6 +7,7 @@ urlpatterns = [
     path("jobs/<id:job_id>", views.JobDetailView.as_view(), name="job-detail"),
     path("jobs/<id:job_id>/cancel", views.JobCancelView.as_view(), name="job-cancel"),
     path("jobs/<id:job_id>/retry", views.JobRetryView.as_view(), name="job-retry"),
+    path("priority-classes", views.PriorityClassListView.as_view(), name="priority-class-list"),
     path("arrays", array_views.ArrayListView.as_view(), name="array-list"),
     path("arrays/<id:array_id>", array_views.ArrayDetailView.as_view(), name="array-detail"),
     path("arrays/<id:array_id>/tasks", array_views.ArrayTasksView.as_view(), name="array-tasks"),

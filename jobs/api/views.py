@@ -7,9 +7,16 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import arrays, selectors, services
+from jobs import arrays, priorityclasses, selectors, services
 from jobs.api.array_views import array_body
-from jobs.api.serializers import JOB_PAGE, ArraySerializer, JobCreateSerializer, JobDetailSerializer, JobSerializer
+from jobs.api.serializers import (
+    JOB_PAGE,
+    ArraySerializer,
+    JobCreateSerializer,
+    JobDetailSerializer,
+    JobSerializer,
+    PriorityClassSerializer,
+)
 from quotas.access import member
 from quotas.api.base import Pagination, request_project
 
@@ -87,3 +94,14 @@ class JobRetryView(APIView):
         project = request_project(request)
         services.job_retry(job_id=job_id, project=project, by=_user(request))
         return Response(JobDetailSerializer(selectors.job_get(project=project, job_id=job_id)).data)
+
+
+class PriorityClassListView(APIView):
+    """The operator's priority classes, highest first: which this project may ask for, and its default."""
+
+    access = {"get": member()}
+
+    @extend_schema(operation_id="priority_classes_list", responses=PriorityClassSerializer(many=True))
+    def get(self, request):
+        classes = priorityclasses.visible(project=request_project(request))
+        return Response(PriorityClassSerializer(classes, many=True).data)

@@ -23,7 +23,7 @@ from euler import metrics
 from jobs import wakeups
 from jobs.models import Attempt, Job
 from jobs.outputs import inputs as output_inputs
-from jobs.scheduling import policy, saving
+from jobs.scheduling import claims, policy, saving
 from jobs.scheduling.loading import (  # noqa: F401  (re-exported: callers and tests name them through cycle)
     job_snapshot,
     node_rows,
@@ -49,9 +49,11 @@ class PassStats:
     batches: int = 0
     busy: bool = False  # another pass held the lock
     paced: bool = False  # the handover window held placements back
+    preempted: int = 0  # running attempts asked to stop for higher-class jobs
 
     def add(self, other: PassStats) -> None:
         self.placed += other.placed
+        self.preempted += other.preempted
         self.pending += other.pending
         self.batches += other.batches
         self.busy = self.busy or other.busy
@@ -103,7 +105,7 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     if "nodes" not in rows:  # static node facts once per pass; what attempts hold is re-read every batch
         rows["nodes"], rows["stored"] = node_rows()
     nodes, stored = with_usage(rows["nodes"]), rows["stored"]
-    placements, pending = _plan(jobs, nodes, now=now, rows=rows, stats=stats)
+    placements, pending, decisions = _plan(jobs, nodes, now=now, rows=rows, stats=stats)
     pending.update(waiting)
     # Registered before the assignments' state broadcasts (on_commit runs in order): nodes start their work
     # first, the watchers hear of it after.
@@ -112,6 +114,8 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     stats.placed, added = saving.assign(
         by_id, placements, {node.id: node.name for node in nodes}, now=now, nodes={node.id: node for node in nodes}
     )
+    if decisions:  # after the assignments: a preemptor never stops a job that this batch placed elsewhere
+        stats.preempted = claims.apply(decisions, jobs=by_id, names={node.id: node.name for node in nodes}, now=now)
     saving.save_pending(by_id, pending)
     saving.refresh_counters(nodes, stored, added)
     woken.extend(sorted(added))
@@ -121,19 +125,34 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
 
 def _plan(
     jobs: list[Job], nodes: list[NodeSnapshot], *, now: datetime, rows: dict, stats: PassStats
-) -> tuple[tuple[Placement, ...], dict[int, str]]:
-    """The policy's placements and pending reasons for the batch, paced by the handover window (the fairest first,
-    the rest wait for nodes to start theirs). Reservations not yet used stand in later batches (rows["held"])."""
+) -> tuple[tuple[Placement, ...], dict[int, str], tuple]:
+    """The policy's placements, pending reasons and preemptions for the batch, paced by the handover window (the
+    fairest first, the rest wait for nodes to start theirs). Reservations not yet used stand in later batches
+    (rows["held"]), and so do the nodes that preemptors claim (rows["claims"])."""
     limits = project_limits({job.project_id for job in jobs}, now=now)
     snapshots = {job.pk: job_snapshot(job) for job in jobs}
     held = rows.setdefault("held", {})  # node id -> job: reservations of earlier batches stand in later ones
+    if "claims" not in rows:
+        rows["claims"], rows["guards"] = claims.standing(now=now), claims.guards()
+    mine = {job_id: (node_id, n) for job_id, (node_id, n, _) in rows["claims"].items() if job_id in snapshots}
+    others = {node_id: snap for job_id, (node_id, _, snap) in rows["claims"].items() if job_id not in snapshots}
+    guards, running = rows["guards"], None
+    if guards is not None and snapshots:
+        top = max(snap.priority_value for snap in snapshots.values())
+        if "lowest" not in rows:
+            rows["lowest"] = claims.lowest_active_class()
+        if rows["lowest"] is not None and top > rows["lowest"]:
+            running = claims.running(below=top, now=now)
     plan = policy.place(
         snapshots.values(),
         nodes,
         now=now.timestamp(),
         projects=limits,
         reserve_after=settings.EULER_SCHEDULER_RESERVE_AFTER,
-        held=held,
+        held={**held, **others},
+        claims=mine,
+        running=running,
+        guards=guards,
     )
     placements, pending = plan.placements, dict(plan.pending)
     allowance = rows.get("allowance")
@@ -144,7 +163,12 @@ def _plan(
         stats.paced = bool(paced)
     placed = {p.job_id for p in placements}
     held.update({node_id: snapshots[job_id] for job_id, node_id in plan.reservations.items() if job_id not in placed})
-    return placements, pending
+    for job_id in placed & set(rows["claims"]):
+        del rows["claims"][job_id]
+    decisions = tuple(d for d in plan.preemptions if d.job_id not in placed)
+    for d in decisions:  # held for it in the later batches of this pass (the next pass reads it back)
+        rows["claims"][d.job_id] = (d.node_id, len(d.victims), snapshots[d.job_id])
+    return placements, pending, decisions
 
 
 def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassStats:

@@ -28,7 +28,15 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
 
     snaps, stored = [], {}
     fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
-    fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
+    fields += (
+        "draining",
+        "reclaimed_at",
+        "cpu_milli",
+        "memory_bytes",
+        "gpus",
+        "allocated_cpu_milli",
+        "allocated_memory_bytes",
+    )
     fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error", "allowed_images")
     fields += ("runtimes", "lender_min_isolation", "lender_terms", "reliability")
     table = settings.EULER_TRUST_MIN_ISOLATION
@@ -49,7 +57,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 owner_project_id=row["owner_project_id"],
                 approved=row["approval"] == Approval.APPROVED,
                 online=row["online"],
-                draining=row["draining"],
+                draining=row["draining"] or row["reclaimed_at"] is not None,  # reclaimed: as drained, till resumed
                 cpu_milli=lender_terms.capped(row["cpu_milli"], terms.max_cpu_milli),
                 memory_bytes=lender_terms.capped(row["memory_bytes"], terms.max_memory_bytes),
                 disk_bytes=lender_terms.capped_disk(row["disk_bytes"], terms.max_disk_bytes),
@@ -126,6 +134,7 @@ def job_snapshot(job: Job) -> JobSnapshot:
         needs_secrets=job.has_env,
         not_before=job.not_before.timestamp() if job.not_before else None,
         priority=job.priority,
+        priority_value=job.priority_value,
         networked=job.network == Network.DEFAULT,
         image=job.image,
         isolation=job.isolation,
@@ -196,17 +205,17 @@ def recent_usage(project_ids: set[int], *, now: datetime, half_life: float) -> d
 
 
 def queued_order() -> list[int]:
-    """Every queued job's id, the projects' own queues (priority, then FIFO) interleaved: every project's first
-    job, then every project's second... so that each batch of a long queue holds every project's next jobs
-    and fair share holds across batches, not only within one."""
+    """Every queued job's id, priority classes highest first, and within a class the projects' own queues
+    (priority, then FIFO) interleaved: every project's first job, then every project's second... so that each
+    batch of a long queue holds every project's next jobs and fair share holds across batches, not only within one."""
     rank = Window(
         RowNumber(),
-        partition_by=[F("project_id")],
+        partition_by=[F("priority_value"), F("project_id")],
         order_by=[F("priority").desc(), F("queued_at").asc(), F("id").asc()],
     )
     return list(
         Job.objects.filter(state=JobState.QUEUED)
         .annotate(rank=rank)
-        .order_by("rank", "queued_at", "id")
+        .order_by("-priority_value", "rank", "queued_at", "id")
         .values_list("id", flat=True)
     )

@@ -19,12 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
-from jobs.scheduling import fairshare, reasons, reservations
+from jobs.scheduling import fairshare, preemption, reasons, reservations
 from jobs.scheduling.capacity import UNLIMITED, Capacity, Relevant, eligibility_key, shape_of
+from jobs.scheduling.filters import static_reject
+from jobs.scheduling.gpufit import Reservation
 from jobs.scheduling.pacing import handover_allowance
 from jobs.scheduling.reasons import REASON_BACKOFF, REASON_PACED, explain
 from jobs.scheduling.scores import GIB, GPU_WEIGHT
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, Placement, Plan, ProjectLimit
+from jobs.scheduling.victims import Guards, Running
 
 __all__ = [
     "GIB",
@@ -46,59 +49,98 @@ def place(
     projects: Mapping[int, ProjectLimit] | None = None,
     reserve_after: float | None = None,
     held: Mapping[int, JobSnapshot] | None = None,
+    claims: Mapping[int, tuple[int, int]] | None = None,
+    running: Iterable[Running] | None = None,
+    guards: Guards | None = None,
 ) -> Plan:
-    """Placements for queued jobs in weighted fair-share order (priority, then FIFO, within a project);
-    `reserve_after` (seconds; None: no reservations) lets starved jobs reserve nodes. `held`: node id -> the
-    job an earlier batch of the same pass reserved it for (not among `jobs`); those reservations stand here too.
+    """Placements for queued jobs, priority classes strictly in order (highest value first), and within a class in
+    weighted fair-share order (priority, then FIFO, within a project); `reserve_after` (seconds; None: no
+    reservations) lets starved jobs reserve nodes. `held`: node id -> the job an earlier batch of the same pass
+    reserved it for (not among `jobs`); those reservations stand here too. `claims`: job id -> (node id, victims
+    still stopping): the node a preemptor holds while its victims stop. With `running` (the active attempts) and
+    `guards`, jobs of a higher class that found no room preempt (Plan.preemptions, preemption.py).
     The same inputs in any order give the same plan."""
     projects = projects or {}
     jobs = sorted(jobs, key=_own_order)
     state = Capacity(sorted(nodes, key=attrgetter("id")), Relevant(jobs))
-    queues: dict[int, list[JobSnapshot]] = {}
+    tiers: dict[int, dict[int, list[JobSnapshot]]] = {}
     for job in jobs:
-        queues.setdefault(job.project_id, []).append(job)
-    shares = fairshare.project_shares(queues, projects, state.nodes)
-    entitled = fairshare.entitlements({pid: s.weight for pid, s in shares.items()})
+        tiers.setdefault(job.priority_value, {}).setdefault(job.project_id, []).append(job)
+    shares = fairshare.project_shares({job.project_id for job in jobs}, projects, state.nodes)
     if held:
         reservations.hold(state, held)
-    reserved = {}
-    if reserve_after is not None:
-        reserved = reservations.reserve(state, queues, shares, entitled, projects, now=now, reserve_after=reserve_after)
-    run = _Pass(state, queues, projects, now=now, reserved=reserved, reserve_after=reserve_after)
-    turns = fairshare.Turns(queues, shares)
-    pid = turns.next()
-    while pid is not None:  # each placement goes to the project with the lowest share, recomputed after it
-        following = run.turn(pid, shares[pid])
-        pid = turns.next(pid, shares[pid].share, following)
-    return run.plan(shares, entitled)
+    run = _Pass(state, projects, now=now, reserve_after=reserve_after)
+    if claims:
+        run.claim(jobs, claims)
+    for value in sorted(tiers, reverse=True):  # classes strictly in order: a lower one takes what is left
+        queues = tiers[value]
+        entitled = fairshare.entitlements({pid: shares[pid].weight for pid in queues})
+        if reserve_after is not None:
+            run.reserved.update(
+                reservations.reserve(
+                    state, queues, shares, entitled, projects, now=now, reserve_after=reserve_after,
+                    taken=run.reserved,
+                )
+            )  # fmt: skip
+        run.tier(queues, shares, entitled)
+    if running is not None:
+        waiting = sorted(run.no_room, key=lambda j: (-j.priority_value, shares[j.project_id].share, j.queued_at, j.id))
+        decided, preempting = preemption.decide(state, waiting, running, now=now, guards=guards or Guards())
+        return run.plan(shares, tuple(decided), preempting)
+    return run.plan(shares)
 
 
 def _own_order(job: JobSnapshot) -> tuple:
-    """The projects' own queues, one after the other: higher priority first, then first in, first out."""
-    return (job.project_id, -job.priority, job.queued_at, job.id)
+    """The classes highest first, then the projects' own queues one after the other: higher priority first, then
+    first in, first out."""
+    return (-job.priority_value, job.project_id, -job.priority, job.queued_at, job.id)
 
 
 class _Pass:
     """One pass's progress: each project's place in its queue, what was placed, and why the rest waits."""
 
     def __init__(
-        self,
-        state: Capacity,
-        queues: dict[int, list[JobSnapshot]],
-        projects: Mapping[int, ProjectLimit],
-        *,
-        now: float,
-        reserved: dict[int, int],
-        reserve_after: float | None,
+        self, state: Capacity, projects: Mapping[int, ProjectLimit], *, now: float, reserve_after: float | None
     ) -> None:
-        self.state, self.queues, self.projects, self.now = state, queues, projects, now
-        self.reserved, self.reserve_after = reserved, reserve_after  # job id -> the node index it reserved
-        self.cursor = dict.fromkeys(queues, 0)
+        self.state, self.projects, self.now = state, projects, now
+        self.reserved: dict[int, int] = {}  # job id -> the node index it reserved (or claimed by preempting)
+        self.reserve_after = reserve_after
+        self.claims: dict[int, int] = {}  # preemptor's job id -> its victims still stopping
+        self.queues: dict[int, list[JobSnapshot]] = {}  # the class being placed: its projects' queues
+        self.cursor: dict[int, int] = {}
         self.active = {pid: limit.active for pid, limit in projects.items()}
         self.placements: list[Placement] = []
         self.pending: dict[int, str] = {}
-        self.waiting: list[tuple[JobSnapshot, str, bool]] = []  # no room: (job, reason, fits once nodes free up)
+        # No room: (job, reason, fits once nodes free up, its project's entitlement in its class, class contended)
+        self.waiting: list[tuple[JobSnapshot, str, bool, float, bool]] = []
+        self.no_room: list[JobSnapshot] = []  # jobs that would fit once nodes free up: they may preempt
         self.explained: dict[tuple, tuple[str, bool]] = {}  # per eligibility key and shape
+        self.entitled: dict[int, float] = {}
+
+    def claim(self, jobs: list[JobSnapshot], claims: Mapping[int, tuple[int, int]]) -> None:
+        """Hold each claimed node for its preemptor (a reservation it consumes when it fits there), while the job may
+        still use it."""
+        index = {node.id: i for i, node in enumerate(self.state.nodes)}
+        for job in jobs:
+            found = claims.get(job.id)
+            i = index.get(found[0]) if found is not None else None
+            # A node that went offline, draining or out of the job's reach since the claim holds nothing for it.
+            if i is not None and i not in self.state.reserved and static_reject(self.state.nodes[i], job) is None:
+                self.state.reserved[i] = Reservation(job)
+                self.reserved[job.id] = i
+                self.claims[job.id] = found[1]
+
+    def tier(
+        self, queues: dict[int, list[JobSnapshot]], shares: dict[int, fairshare.ProjectShare], entitled: dict
+    ) -> None:
+        """Place one class's jobs: each placement goes to the project with the lowest share, recomputed after it."""
+        self.queues, self.cursor, self.entitled = queues, dict.fromkeys(queues, 0), entitled
+        self.contended = len(queues) > 1
+        turns = fairshare.Turns(queues, shares)
+        pid = turns.next()
+        while pid is not None:
+            following = self.turn(pid, shares[pid])
+            pid = turns.next(pid, shares[pid].share, following)
 
     def turn(self, pid: int, share: fairshare.ProjectShare) -> JobSnapshot | None:
         """Place the project's next job that can start now (the jobs it passes get their reason), and count it in
@@ -144,7 +186,10 @@ class _Pass:
                 self._no_room(job)
             return i
         if not self.state.fits(mine, shape_of(job)):
-            self.pending[job.id] = reasons.reserved_node_busy(self.state.nodes[mine].name)
+            name = self.state.nodes[mine].name
+            stopping = self.claims.get(job.id)
+            busy = reasons.preempting(stopping, name) if stopping else reasons.reserved_node_busy(name)
+            self.pending[job.id] = busy
             return None
         del self.state.reserved[mine]  # consumed by this placement: others may take exactly what they could
         return mine
@@ -160,20 +205,28 @@ class _Pass:
         found = self.explained.get(key)
         if found is None:
             found = self.explained[key] = (explain(state, job), state.fits_once_free(job))
-        self.waiting.append((job, *found))
+        self.waiting.append((job, *found, self.entitled[job.project_id], self.contended))
+        if found[1]:
+            self.no_room.append(job)
 
-    def plan(self, shares: dict[int, fairshare.ProjectShare], entitled: dict[int, float]) -> Plan:
-        """The pass's plan; a job that would fit once nodes free up, of a project above its share, waits for that."""
-        contended = len(self.queues) > 1
-        for job, reason, later in self.waiting:
+    def plan(
+        self, shares: dict[int, fairshare.ProjectShare], preemptions: tuple = (), preempting: Mapping[int, str] = {}
+    ) -> Plan:
+        """The pass's plan; a job that would fit once nodes free up, of a project above its share within its class,
+        waits for that (unless it preempts)."""
+        for job, reason, later, entitled, contended in self.waiting:
             share = shares[job.project_id]
-            if contended and later and share.above(entitled[job.project_id]):
+            if contended and later and share.above(entitled):
                 reason = reasons.fair_share(share.holds(), share.weight)
             self.pending[job.id] = reason
+        self.pending.update(preempting)
         state = self.state
         return Plan(
             placements=tuple(self.placements),
             pending=self.pending,
-            reservations={job_id: state.nodes[i].id for job_id, i in self.reserved.items()},
+            reservations={
+                job_id: state.nodes[i].id for job_id, i in self.reserved.items() if job_id not in self.claims
+            },
             shares={pid: s.share for pid, s in shares.items()},
+            preemptions=preemptions,
         )

@@ -33,6 +33,12 @@ def reserved_node_busy(name: str) -> str:
     return f"reserved node {name}: waiting for its running jobs to end"
 
 
+def preempting(count: int, name: str) -> str:
+    """The job preempts lower-class jobs on a node and waits for them to stop (the node is held for it)."""
+    jobs = "1 lower-class job" if count == 1 else f"{count} lower-class jobs"
+    return f"waiting for preemption: {jobs} stopping on node {name}"
+
+
 def fair_share(holds: float, weight: float) -> str:
     """Capacity the job could use exists but is held: it waits because its project holds more than its share."""
     return f"waiting for its fair share (project holds {holds:.0%} of eligible capacity, weight {weight:g})"

@@ -36,18 +36,19 @@ def reserve(
     *,
     now: float,
     reserve_after: float,
+    taken: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
     """Before any placement: each project at or below its weighted fair share lets its first job (in its own
     order) that has waited longer than `reserve_after` reserve a node: the best that fits now, else the one
-    it fits once the running jobs end that lacks the least. Projects go lowest share first; one per node.
-    Returns job id -> node index."""
+    it fits once the running jobs end that lacks the least. Projects go lowest share first; one per node. A job
+    in `taken` (job id -> node index: reserved or claimed already) keeps what it has. Returns job id -> node index."""
     reserved: dict[int, int] = {}
     for pid in sorted(queues, key=lambda p: (shares[p].share, queues[p][0].queued_at, queues[p][0].id, p)):
         limit = projects.get(pid)
         if shares[pid].above(entitled[pid]) or _at_cap(limit):
             continue  # over its fair share it waits for that, not starved; at its cap it cannot start anyway
         job = _starved(queues[pid], now=now, reserve_after=reserve_after)
-        if job is None:
+        if job is None or (taken and job.id in taken):
             continue
         plain, gpu = state.classes_for(job)
         i = reservable(state, plain, job) if job.gpu_count == 0 else None

@@ -70,6 +70,7 @@ class JobSnapshot:
     needs_secrets: bool = False  # has env: platform nodes only
     not_before: float | None = None  # retry backoff
     priority: int = 0  # orders the project's own queue (higher first), then FIFO
+    priority_value: int = 0  # its priority class's value: classes place strictly in order, highest first
     networked: bool = True  # network "default" (the node's egress policy); False: "none", loopback only
     image: str = ""  # as submitted: matched against a node's image_patterns
     isolation: str = ""  # "sandbox": a sandboxed runtime wherever it runs; else what each node requires
@@ -99,3 +100,4 @@ class Plan:
     pending: dict[int, str] = field(default_factory=dict)  # job id -> why it stays queued
     reservations: dict[int, int] = field(default_factory=dict)  # job id -> node id it reserved this pass
     shares: dict[int, float] = field(default_factory=dict)  # project id -> weighted share after the pass
+    preemptions: tuple = ()  # preemption.Decision: the victims a preemptor stops, and the node held for it

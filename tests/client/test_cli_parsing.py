@@ -100,3 +100,29 @@ def test_the_python_client_sends_a_typed_request_as_given(sent):
     body = RunRequest(image="i", gpu_count=2, gpu_model="A100*", gpu_min_memory_gib=40).body()
     assert body["gpus"] == {"count": 2, "model": "A100*", "min_memory_gib": 40} and "gpu_count" not in body
     assert "gpus" not in RunRequest(image="i", gpu_count=2).body()
+
+
+def test_run_asks_for_a_priority_class_by_name(sent, capsys):
+    assert euler(["run", "-d", "--priority-class", "urgent", "alpine:3.20", "--", "true"]) == 0
+    assert json.loads(sent[0].content)["priority_class"] == "urgent"
+
+
+def test_classes_lists_the_priority_classes(monkeypatch, capsys):
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/v1/priority-classes"
+        return httpx.Response(200, json=[
+            {"name": "urgent", "value": 100, "description": "deadlines", "allowed": False, "default": False},
+            {"name": "normal", "value": 0, "description": "", "allowed": True, "default": True},
+        ])  # fmt: skip
+
+    client = Client("http://euler.test", "euler_pk_test", transport=httpx.MockTransport(answer))
+    monkeypatch.setattr(State, "client", lambda self: client)
+    assert euler(["classes"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["NAME", "VALUE", "ALLOWED", "DESCRIPTION"]
+    assert out[1].split() == ["urgent", "100", "no", "deadlines"] and out[2].split() == [
+        "normal",
+        "0",
+        "yes",
+        "default",
+    ]

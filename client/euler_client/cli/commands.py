@@ -48,6 +48,7 @@ COMMANDS: dict[str, Entry] = {
     "webhooks": Entry(
         "euler_client.cli.workflows:webhooks", "Webhooks: list (default), create, delete, deliveries, redeliver."
     ),
+    "classes": Entry("euler_client.cli.classes:classes", "Priority classes your jobs may ask for."),
     "keys": Entry("euler_client.cli.account:keys", "API keys: list (default), create, delete."),
     "login": Entry("euler_client.cli.account:login", "Check an API key and store it in a profile.", "Account"),
     "usage": Entry("euler_client.cli.account:usage", "Quota bars for this period.", "Account"),

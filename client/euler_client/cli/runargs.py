@@ -58,6 +58,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(("--pool",), "pool", "any (default) or own."),
     Option(("--min-trust",), "min_trust", "community (default) or platform."),
     Option(("--priority",), "priority", "-100..100, within your project (default 0).", int),
+    Option(
+        ("--priority-class",),
+        "priority_class",
+        "A priority class by name (euler classes); default: the project's.",
+        metavar="NAME",
+    ),  # fmt: skip
     Option(("--network",), "network", "default or none (loopback only)."),
     Option(("--isolation",), "isolation", "default (the node's trust level decides) or sandbox (gVisor everywhere)."),
     Option(("--array",), "array", "Run N tasks (EULER_ARRAY_INDEX 0..N-1, EULER_ARRAY_COUNT).", int, metavar="N"),
@@ -142,6 +148,7 @@ def run_request(values: dict, *, node_selector: dict, env: dict, file_body: dict
         retry_on=parse_retry_on(values["retry_on"]) if values["retry_on"] is not None else None,
         region=values["region"], node_selector=node_selector, env=env, pool=values["pool"],
         min_trust=values["min_trust"], priority=values["priority"], network=values["network"],
+        priority_class=values["priority_class"],
         isolation=values["isolation"], detach=values["detach"], quiet=values["quiet"], as_json=values["as_json"],
         array_count=values["array"], parallelism=values["parallelism"], depends_on=list(values["after"]),
     )  # fmt: skip

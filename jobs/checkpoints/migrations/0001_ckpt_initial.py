@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('jobs', '0012_ckpt_job_checkpoint'),
+        ('jobs', '0014_ckpt_job_checkpoint'),
         ('quotas', '0007_fair_schedule_limits'),
     ]
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0011_lend_job_min_reliability'),
+        ('jobs', '0013_preempt_classes_and_preemptions'),
     ]
 
     operations = [
