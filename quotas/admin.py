@@ -34,6 +34,13 @@ class ProjectAdmin(admin.ModelAdmin):
                 by=request.user,
             )
 
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        if formset.model is Quota:
+            for quota_form in formset.forms:
+                if change and quota_form.has_changed() and quota_form.instance.pk:
+                    _quota_changed(quota_form, request)
+
 
 @admin.register(PriorityClass)
 class PriorityClassAdmin(admin.ModelAdmin):
@@ -42,13 +49,6 @@ class PriorityClassAdmin(admin.ModelAdmin):
 
     list_display = ["name", "value", "description", "created_at"]
     search_fields = ["name"]
-
-    def save_formset(self, request, form, formset, change):
-        super().save_formset(request, form, formset, change)
-        if formset.model is Quota:
-            for quota_form in formset.forms:
-                if change and quota_form.has_changed() and quota_form.instance.pk:
-                    _quota_changed(quota_form, request)
 
 
 def _quota_changed(form, request) -> None:

@@ -34,11 +34,14 @@ def test_a_huge_id_answers_404_on_every_route(route, value, clients):
     by_kind, api = clients
     who, calls = MATRIX[route]
     client = by_kind.get(who, api)
-    ids = {"name": "chat", "path": "x"} | {
+    ids = {"name": "chat", "path": "x", "which": "latest"} | {
         name: value for name in ("key_id", "invitation_id", "user_id", "token_id", "node_id", "job_id")
     }
     ids |= {"instance_id": value, "attempt_id": value}
-    ids |= {name: value for name in ("array_id", "hook_id", "delivery_id", "file_id", "output_id")}
+    ids |= {
+        name: value
+        for name in ("array_id", "hook_id", "delivery_id", "file_id", "output_id", "checkpoint_id", "blob_id")
+    }
     for method, body in calls:
         kwargs = {"data": body, "content_type": "application/json"} if body is not None and who != CONSOLE else {}
         r = getattr(client, method)(url(route, ids), **kwargs)

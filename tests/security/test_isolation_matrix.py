@@ -28,6 +28,8 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
     "api/v1/project/members/<id:user_id>": (API, [("patch", PATCH_ROLE), ("delete", None)]),
     "api/v1/nodes/enrollment-tokens/<id:token_id>": (API, [("delete", None)]),
     "api/v1/nodes/<id:node_id>": (API, [("get", None)]),
+    "api/v1/nodes/<id:node_id>/reclaim": (API, [("post", {}), ("post", {"grace": 1})]),
+    "api/v1/nodes/<id:node_id>/resume": (API, [("post", {})]),
     "api/v1/jobs/<id:job_id>": (API, [("get", None)]),
     "api/v1/jobs/<id:job_id>/cancel": (API, [("post", {})]),
     "api/v1/jobs/<id:job_id>/retry": (API, [("post", {})]),
@@ -99,6 +101,7 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
     "webhooks/<id:hook_id>/deliveries/<id:delivery_id>/redeliver/": (CONSOLE, [("post", {})]),
     "agents/<str:name>/": (CONSOLE, [("get", None)]),
     "lending/<str:name>/terms/": (CONSOLE, [("post", {"max_job_hours": "1"})]),
+    "lending/<str:name>/reclaim/": (CONSOLE, [("post", {"grace": "1"}), ("post", {"action": "resume"})]),
     "ws/jobs/<id:job_id>/logs/": (WS, [("connect", None)]),
 }
 # Addressed by a secret, not by an object of a project: tested in test_rate_limits.py.
