@@ -43,6 +43,7 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         isolation=attempt.isolation,
         array_index=job.array_index,
         array_count=job.array.count if job.array_id else None,
+        service_port=job.service_port,
     )
 
 

@@ -273,6 +273,8 @@ class Assignment(Lenient):
     # sets them in the container as EULER_ARRAY_INDEX and EULER_ARRAY_COUNT. None: not an array task.
     array_index: int | None = Field(default=None, ge=0)
     array_count: int | None = Field(default=None, ge=1)
+    # A replica of a service (issue 38): the one container port the node path may reach. None: a batch job.
+    service_port: int | None = Field(default=None, ge=1, le=65535)
 
 
 class PollRequest(Strict):
