@@ -51,6 +51,9 @@ class Job(models.Model):
     # A replica of a service (services.models.Replica): the container port the gateway reaches through the node
     # path (docs/architecture.md, "Services"). None: a batch job.
     service_port = models.IntegerField(null=True, blank=True)
+    # Jobs of one group (a service's replicas: "service:<id>") are placed on other lenders' nodes first, then on
+    # other nodes, where the pool allows (jobs/scheduling/spread.py).
+    spread_group = models.CharField(max_length=64, blank=True, default="")
 
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.QUEUED)
     current_attempt = models.ForeignKey(

@@ -164,6 +164,7 @@ def _start(service: Service, revision: int) -> None:
             "timeout_seconds": REPLICA_TIMEOUT,
             "max_retries": 0,
             "service_port": service.port,
+            "spread_group": f"service:{service.pk}",
         }
         job = job_services.job_submit(project=service.project, spec=spec)
         Replica.objects.filter(pk=replica.pk).update(job=job)

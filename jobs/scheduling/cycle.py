@@ -31,6 +31,7 @@ from jobs.scheduling.loading import (  # noqa: F401  (re-exported: callers and t
     project_limits,
     queued_order,
     recent_usage,
+    spread_groups,
     with_usage,
 )
 from jobs.scheduling.snapshots import NodeSnapshot, Placement
@@ -134,6 +135,7 @@ def _plan(
         projects=limits,
         reserve_after=settings.EULER_SCHEDULER_RESERVE_AFTER,
         held=held,
+        groups=spread_groups(jobs),
     )
     placements, pending = plan.placements, dict(plan.pending)
     allowance = rows.get("allowance")

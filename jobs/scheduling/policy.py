@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
-from jobs.scheduling import fairshare, reasons, reservations
+from jobs.scheduling import fairshare, reasons, reservations, spread
 from jobs.scheduling.capacity import UNLIMITED, Capacity, Relevant, eligibility_key, shape_of
 from jobs.scheduling.pacing import handover_allowance
 from jobs.scheduling.reasons import REASON_BACKOFF, REASON_PACED, explain
@@ -46,10 +46,12 @@ def place(
     projects: Mapping[int, ProjectLimit] | None = None,
     reserve_after: float | None = None,
     held: Mapping[int, JobSnapshot] | None = None,
+    groups: Mapping[str, Iterable[int]] | None = None,
 ) -> Plan:
     """Placements for queued jobs in weighted fair-share order (priority, then FIFO, within a project);
     `reserve_after` (seconds; None: no reservations) lets starved jobs reserve nodes. `held`: node id -> the
     job an earlier batch of the same pass reserved it for (not among `jobs`); those reservations stand here too.
+    `groups`: spread group -> the node ids its active jobs hold (jobs/scheduling/spread.py).
     The same inputs in any order give the same plan."""
     projects = projects or {}
     jobs = sorted(jobs, key=_own_order)
@@ -65,6 +67,7 @@ def place(
     if reserve_after is not None:
         reserved = reservations.reserve(state, queues, shares, entitled, projects, now=now, reserve_after=reserve_after)
     run = _Pass(state, queues, projects, now=now, reserved=reserved, reserve_after=reserve_after)
+    run.groups = {group: set(ids) for group, ids in (groups or {}).items()}
     turns = fairshare.Turns(queues, shares)
     pid = turns.next()
     while pid is not None:  # each placement goes to the project with the lowest share, recomputed after it
@@ -99,6 +102,7 @@ class _Pass:
         self.pending: dict[int, str] = {}
         self.waiting: list[tuple[JobSnapshot, str, bool]] = []  # no room: (job, reason, fits once nodes free up)
         self.explained: dict[tuple, tuple[str, bool]] = {}  # per eligibility key and shape
+        self.groups: dict[str, set[int]] = {}  # spread group -> node ids its jobs hold, placements of this pass too
 
     def turn(self, pid: int, share: fairshare.ProjectShare) -> JobSnapshot | None:
         """Place the project's next job that can start now (the jobs it passes get their reason), and count it in
@@ -120,6 +124,8 @@ class _Pass:
             if i is not None:
                 uuids = self.state.place(i, job)
                 self.placements.append(Placement(job.id, self.state.nodes[i].id, uuids))  # positional: faster
+                if job.spread_group:
+                    self.groups.setdefault(job.spread_group, set()).add(self.state.nodes[i].id)
                 if limit is not None:
                     self.active[pid] += 1
                 share.add(job)
@@ -139,7 +145,9 @@ class _Pass:
         """The node index the job takes now; None once its reason is noted."""
         mine = self.reserved.get(job.id) if self.reserved else None
         if mine is None:
-            i = self.state.best_node(job)
+            i = self._spread_node(job) if job.spread_group else None
+            if i is None:
+                i = self.state.best_node(job)
             if i is None:
                 self._no_room(job)
             return i
@@ -148,6 +156,14 @@ class _Pass:
             return None
         del self.state.reserved[mine]  # consumed by this placement: others may take exactly what they could
         return mine
+
+    def _spread_node(self, job: JobSnapshot) -> int | None:
+        """A node away from the job's group (other lenders first, then other nodes), or None: any node will do."""
+        for avoid in spread.avoid_tiers(self.groups.get(job.spread_group, ()), self.state.nodes):
+            i = self.state.best_node_avoiding(job, avoid)
+            if i is not None:
+                return i
+        return None
 
     def _no_room(self, job: JobSnapshot) -> None:
         """Why no node took the job: reservations in the way, else the filters (the fair share is settled last)."""
