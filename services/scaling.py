@@ -53,6 +53,8 @@ def sample(service, now: float) -> list[tuple[float, int]]:
 
 def apply(service: Service, now_dt) -> None:
     """Sample, decide, and write the new count (with an event) when it changes."""
+    if service.min_replicas == service.max_replicas:
+        return  # a fixed count: nothing to decide, nothing to sample
     now = now_dt.timestamp()
     samples = sample(service, now)
     if not samples:
