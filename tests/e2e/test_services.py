@@ -41,8 +41,30 @@ def httpd(version: str) -> list[str]:
 @pytest.fixture
 def euler(platform_factory, project, docker_engine):
     e = Euler(platform_factory(env=SERVICE_ENV), project)
+    e.http.timeout = httpx.Timeout(120)
     yield e
     e.cleanup()
+
+
+WAIT = 300  # bounds a wait that never ends only: agents' start-up took over 60 s on the loaded 2-core machine
+
+
+def start_node(euler) -> str:
+    """Euler.node (tests/e2e/test_jobs.py) with room for a slow start-up."""
+    import uuid
+
+    from nodes.models import Node
+    from nodes.services import enrollment_token_create, node_approve
+
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
+    _, token = enrollment_token_create(trust="platform", project=None, label="e2e")
+    agent = euler.platform.start_agent(name, token=token)
+    node = euler.platform.wait_for(lambda: Node.objects.filter(name=name).first(), f"{name} enrolls", timeout=WAIT)
+    node_approve(node=node, trust="platform", public_pool=True)
+    euler.platform.wait_for(lambda: "approved" in agent.log(), f"{name} learns it is approved", timeout=WAIT)
+    euler.platform.wait_for(lambda: Node.objects.get(name=name).online, f"{name} online", timeout=WAIT)
+    euler.node_names.append(name)
+    return name
 
 
 def service(euler, name):
@@ -60,7 +82,7 @@ def ready(euler, name, count, revision=None):
             ok = ok and s["stable_revision"] == revision and all(r["revision"] == revision for r in live)
         return ok and s
 
-    return euler.platform.wait_for(check, f"{count} ready replicas of {name}", timeout=120)
+    return euler.platform.wait_for(check, f"{count} ready replicas of {name}", timeout=WAIT)
 
 
 class Load:
@@ -74,7 +96,7 @@ class Load:
 
     def _run(self):
         with httpx.Client(base_url=self.euler.platform.url + "/api/v1/",
-                          headers={"X-Euler-API-Key": self.euler.key}, timeout=60) as http:  # fmt: skip
+                          headers={"X-Euler-API-Key": self.euler.key}, timeout=WAIT) as http:  # fmt: skip
             while not self.stop_event.is_set():
                 try:
                     r = http.get(self.url)
@@ -92,11 +114,11 @@ class Load:
     def __exit__(self, *exc):
         self.stop_event.set()
         for t in self.threads:
-            t.join(timeout=90)
+            t.join(timeout=WAIT)
 
 
 def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_replica(euler):
-    first, second = euler.node(), euler.node()
+    first, second = start_node(euler), start_node(euler)
     body = {
         "name": "web", "image": IMAGE, "command": httpd("v1"), "port": 8080, "cpu_milli": 250,
         "memory_bytes": 64 * 2**20, "replicas": 2, "readiness": {"path": "/health", "interval_seconds": 1,
@@ -131,7 +153,7 @@ def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_repl
         euler.platform.wait_for(lambda: any(r["id"] == victim["id"] and r["state"] == "ended"
                                             for r in service(euler, "web")["replica_list"]) or
                                 victim["id"] not in {r["id"] for r in service(euler, "web")["replica_list"]},
-                                "the lost replica ended", timeout=90)  # fmt: skip
+                                "the lost replica ended", timeout=WAIT)  # fmt: skip
         s = ready(euler, "web", 2)
         assert all(rep["node"] == survivor_node for rep in s["replica_list"])
         euler.platform.wait_for(lambda: sum(load.results.values()) > 50, "calls answered after the replacement")
@@ -143,11 +165,11 @@ def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_repl
     # Delete: every replica leaves the rotation, drains, stops; the agent is gone with it.
     assert euler.http.delete("services/web").status_code == 202
     euler.platform.wait_for(lambda: euler.http.get("agents/web").status_code == 404, "the service's agent is gone",
-                            timeout=60)  # fmt: skip
+                            timeout=WAIT)  # fmt: skip
 
 
 def test_autoscaling_follows_held_concurrency_and_a_service_scaled_to_zero_serves_its_first_call(euler):
-    euler.node()
+    start_node(euler)
     cgi = ("mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\nsleep 2\\necho slow\\n'"
            " > /www/cgi-bin/slow && chmod +x /www/cgi-bin/slow && ")  # fmt: skip
     command = ["sh", "-c", "mkdir -p /www && echo ok > /www/health && echo fast > /www/index.html && " + cgi
@@ -173,14 +195,14 @@ def test_autoscaling_follows_held_concurrency_and_a_service_scaled_to_zero_serve
     for t in threads:
         t.start()
     try:
-        euler.platform.wait_for(lambda: service(euler, "auto")["replicas"]["current"] == 3, "scaled to 3", timeout=90)
+        euler.platform.wait_for(lambda: service(euler, "auto")["replicas"]["current"] == 3, "scaled to 3", timeout=WAIT)
         ready(euler, "auto", 3)
     finally:
         stop.set()
         for t in threads:
-            t.join(timeout=60)
-    euler.platform.wait_for(lambda: service(euler, "auto")["replicas"]["current"] == 0, "scaled to zero", timeout=90)
-    euler.platform.wait_for(lambda: service(euler, "auto")["ready_replicas"] == 0, "no replica left", timeout=60)
+            t.join(timeout=WAIT)
+    euler.platform.wait_for(lambda: service(euler, "auto")["replicas"]["current"] == 0, "scaled to zero", timeout=WAIT)
+    euler.platform.wait_for(lambda: service(euler, "auto")["ready_replicas"] == 0, "no replica left", timeout=WAIT)
     scaled = [e["message"] for e in reversed(service(euler, "auto")["events"]) if e["kind"] == "autoscaled"]
     print(f"autoscaling: {scaled}")
     assert any(m.endswith(" → 3 replicas") or " → 3 replicas" in m for m in scaled)
