@@ -89,7 +89,7 @@ class Load:
     """Calls through the gateway from threads until stopped; every answer's status and body kept."""
 
     def __init__(self, euler, name, threads=2):
-        self.url = f"agents/{name}/invoke/"
+        self.url = f"agents/{name}/invoke"
         self.euler, self.stop_event, self.results = euler, threading.Event(), Counter()
         self.failures: list[str] = []
         self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
@@ -128,7 +128,7 @@ def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_repl
     assert r.status_code == 201, r.text
     s = ready(euler, "web", 2, revision=1)
     assert {rep["node"] for rep in s["replica_list"]} == {first, second}  # spread: one replica on each node
-    answer = euler.http.get("agents/web/invoke/")
+    answer = euler.http.get("agents/web/invoke")
     assert answer.status_code == 200 and answer.text.strip() == "v1"
 
     # A rolling update under load: no call fails, and the answers move from v1 to v2.
@@ -210,6 +210,6 @@ def test_autoscaling_follows_held_concurrency_and_a_service_scaled_to_zero_serve
     assert scaled[-1].startswith("1 → 0")
 
     # From zero: the first call is held until a replica is ready, then answered.
-    answer = euler.http.get("agents/auto/invoke/", timeout=150)
+    answer = euler.http.get("agents/auto/invoke", timeout=150)
     assert answer.status_code == 200 and answer.text.strip() == "fast", answer.text
     assert service(euler, "auto")["replicas"]["current"] >= 1
