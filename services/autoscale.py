@@ -59,6 +59,9 @@ def decide(current: int, samples: list[tuple[float, int]], now: float, policy: P
     return min(max(current, floor), policy.high)
 
 
+RETENTION_MARGIN = 30.0  # seconds of samples kept past the longest window, so that a window is ever fully covered
+
+
 def retention(policy: Policy) -> float:
-    """How far back samples are kept."""
-    return max(policy.up_window, policy.down_window, policy.zero_after or 0.0)
+    """How far back samples are kept: past the longest window, else its coverage test would never pass."""
+    return max(policy.up_window, policy.down_window, policy.zero_after or 0.0) + RETENTION_MARGIN

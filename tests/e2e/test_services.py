@@ -117,6 +117,7 @@ class Load:
             t.join(timeout=WAIT)
 
 
+@pytest.mark.timeout(900)  # pytest-timeout's 300 s: two agents' start-up alone took 60 s and more on a loaded machine
 def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_replica(euler):
     first, second = start_node(euler), start_node(euler)
     body = {
@@ -168,6 +169,7 @@ def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_repl
                             timeout=WAIT)  # fmt: skip
 
 
+@pytest.mark.timeout(900)
 def test_autoscaling_follows_held_concurrency_and_a_service_scaled_to_zero_serves_its_first_call(euler):
     start_node(euler)
     cgi = ("mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\nsleep 2\\necho slow\\n'"

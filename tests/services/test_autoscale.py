@@ -1,6 +1,6 @@
 """Autoscaling decisions (services/autoscale.py): pure, over samples of calls in flight."""
 
-from services.autoscale import Policy, decide
+from services.autoscale import Policy, decide, retention
 
 P = Policy(low=1, high=4, target=2, up_window=10, down_window=60)
 Z = Policy(low=0, high=4, target=2, up_window=10, down_window=60, zero_after=30)
@@ -59,3 +59,14 @@ def test_scale_to_zero_after_the_idle_time_and_back_on_the_first_call():
 def test_no_samples_keeps_the_count_within_range():
     assert decide(2, [], 0, P) == 2
     assert decide(9, [], 0, P) == 4
+
+
+def test_samples_kept_for_the_retention_cover_the_longest_window():
+    """The shell keeps samples for `retention` seconds: enough that the idle time to zero (here the longest window)
+    is ever fully covered (it was not, with exactly the window kept, and the service stayed at one)."""
+    now = 1000.0
+    kept = [(t, n) for t, n in held(0, 0, now, every=0.5) if now - t <= retention(Z)]
+    assert decide(1, kept, now, Z) == 0
+    down = Policy(low=1, high=4, target=2, up_window=10, down_window=60)
+    kept = [(t, n) for t, n in held(0, 0, now, every=0.5) if now - t <= retention(down)]
+    assert decide(3, kept, now, down) == 1
