@@ -43,6 +43,10 @@ def euler(platform_factory, project, docker_engine):
     e = Euler(platform_factory(env=SERVICE_ENV), project)
     e.http.timeout = httpx.Timeout(120)
     yield e
+    # The controller may be starting a replacement as the test ends: stop the agents first, so that none starts a
+    # container after the cleanup (one was left running so once).
+    for agent in list(e.platform.agents.values()):
+        agent.stop()
     e.cleanup()
 
 
