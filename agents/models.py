@@ -28,6 +28,9 @@ class Agent(models.Model):
     idle_timeout_s = models.FloatField(default=300.0)
     auth_header_name = models.CharField(max_length=100, blank=True, default="")
     auth_header_value = EncryptedField(null=True, blank=True)
+    # The agent of a service (services.models.Service): its instances are the service's ready replicas, written by
+    # the services controller only; the agents API refuses to change it (409 managed_by_service).
+    service_managed = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

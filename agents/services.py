@@ -78,6 +78,15 @@ def get_agent(*, project, name: str) -> Agent:
     return scoped.agent(project=project, name=name)
 
 
+def _not_managed(agent: Agent) -> None:
+    """A service's agent changes only through its service (its instances are its ready replicas)."""
+    if agent.service_managed:
+        raise Conflict(
+            f"Agent {agent.name!r} fronts a service: change it through /api/v1/services/{agent.name}.",
+            code="managed_by_service",
+        )
+
+
 def _add_instance(agent: Agent, spec: dict, base_url: str) -> AgentInstance:
     if agent.instances.count() >= MAX_INSTANCES:
         raise InvalidInput(f"An agent has at most {MAX_INSTANCES} instances.", code="too_many_instances")
@@ -107,6 +116,7 @@ def agent_create(*, project, fields: dict, instances: list[dict]) -> Agent:
 
 @transaction.atomic
 def agent_update(*, agent: Agent, fields: dict) -> Agent:
+    _not_managed(agent)
     if "health_path" in fields:
         validate_health_path(fields["health_path"])
     name = fields.get("auth_header_name", agent.auth_header_name)
@@ -128,11 +138,13 @@ def agent_update(*, agent: Agent, fields: dict) -> Agent:
 
 @transaction.atomic
 def agent_delete(*, agent: Agent) -> None:
+    _not_managed(agent)
     agent.delete()
     audit.record("agent.deleted", project=agent.project_id, target=f"agent:{agent.name}")
 
 
 def instance_add(*, agent: Agent, spec: dict) -> AgentInstance:
+    _not_managed(agent)
     url = validate_base_url(spec["base_url"])
     with transaction.atomic():
         scoped.agents(project=agent.project_id).select_for_update().filter(pk=agent.pk).first()
@@ -152,6 +164,7 @@ def get_instance(*, agent: Agent, instance_id: int) -> AgentInstance:
 
 @transaction.atomic
 def instance_update(*, instance: AgentInstance, fields: dict) -> AgentInstance:
+    _not_managed(instance.agent)
     if "base_url" in fields:
         fields["base_url"] = validate_base_url(fields["base_url"])
         instance.health, instance.consecutive_successes, instance.consecutive_failures = "unknown", 0, 0
@@ -170,6 +183,7 @@ def instance_update(*, instance: AgentInstance, fields: dict) -> AgentInstance:
 
 @transaction.atomic
 def instance_delete(*, instance: AgentInstance) -> None:
+    _not_managed(instance.agent)
     pk, agent = instance.pk, instance.agent
     instance.delete()
     audit.record(

@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "gateway",
     "audit",
     "workflows",
+    "services",
     "lending",
     "nodeagent",
     "console",
@@ -274,9 +275,10 @@ from gateway import conf as _gateway_conf  # noqa: E402
 from jobs import conf as _jobs_conf  # noqa: E402
 from lending import conf as _lending_conf  # noqa: E402
 from nodes import conf as _nodes_conf  # noqa: E402
+from services import conf as _services_conf  # noqa: E402
 from workflows import conf as _workflows_conf  # noqa: E402
 
-for _conf in (_nodes_conf, _jobs_conf, _agents_conf, _gateway_conf, _workflows_conf, _lending_conf):
+for _conf in (_nodes_conf, _jobs_conf, _agents_conf, _gateway_conf, _workflows_conf, _lending_conf, _services_conf):
     for _name in dir(_conf):
         if _name.startswith("EULER_"):
             globals()[_name] = getattr(_conf, _name)

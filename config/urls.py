@@ -21,6 +21,7 @@ api_v1 = [
     path("", include("gateway.api.urls")),
     path("", include("audit.api.urls")),
     path("", include("workflows.api.urls")),
+    path("", include("services.api.urls")),
     path("", include("lending.api.urls")),
 ]
 

@@ -10,6 +10,9 @@ EULER_GATEWAY_MAX_KEEPALIVE = env_int("EULER_GATEWAY_MAX_KEEPALIVE", 512, minimu
 EULER_GATEWAY_KEEPALIVE_EXPIRY = env_float("EULER_GATEWAY_KEEPALIVE_EXPIRY", 4.0, minimum=0)
 # Seconds a routing table (agent config + instance health) is reused before reloading.
 EULER_GATEWAY_ROUTE_TTL = env_float("EULER_GATEWAY_ROUTE_TTL", 2.0, minimum=0)
+# A call to a service with no ready replica (scaled to zero, or starting) waits this many seconds for one before
+# it is answered 503 no_ready_replica with Retry-After.
+EULER_GATEWAY_COLD_START_WAIT = env_float("EULER_GATEWAY_COLD_START_WAIT", 120.0, minimum=0)
 # Seconds an API key lookup is reused in process memory (a revoked key stops within this).
 EULER_GATEWAY_KEY_CACHE_TTL = env_float("EULER_GATEWAY_KEY_CACHE_TTL", 2.0, minimum=0)
 # Passive ejection: this many connect errors or 5xx in a row eject an instance for EJECT_SECONDS.

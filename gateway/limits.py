@@ -59,8 +59,16 @@ def _set_key(project_id: int) -> str:
     return f"euler:gw:conc:{project_id}"
 
 
-async def acquire(project_id: int, limit: int) -> str | None:
-    """A lease id for one upstream call of the project, or None when `limit` are in flight."""
+def _agent_key(agent_id: int) -> str:
+    return f"euler:gw:agent:{agent_id}"
+
+
+AGENT_SUFFIX = "@a"  # the same call's member in its agent's set (no cap there: the services autoscaler reads it)
+
+
+async def acquire(project_id: int, limit: int, agent_id: int | None = None) -> str | None:
+    """A lease id for one upstream call of the project, or None when `limit` are in flight. With `agent_id`, the
+    call is also counted in flight for that agent (services/autoscale.py reads it), under the same lease."""
     lifetime = settings.EULER_GATEWAY_LEASE_SECONDS
     member = uuid.uuid4().hex
     key = _set_key(project_id)
@@ -75,6 +83,16 @@ async def acquire(project_id: int, limit: int) -> str | None:
     if not taken:
         return None
     _held[member] = key
+    if agent_id is not None:
+        agent_key = _agent_key(agent_id)
+        try:
+            pipe = async_client().pipeline(transaction=False)
+            pipe.zadd(agent_key, {member + AGENT_SUFFIX: now + lifetime})
+            pipe.expire(agent_key, math.ceil(lifetime) + 5)
+            await pipe.execute()
+            _held[member + AGENT_SUFFIX] = agent_key
+        except RedisError:
+            log.warning("gateway agent in-flight count not kept: Redis unreachable", exc_info=True)
     _ensure_renewer()
     return member
 
@@ -85,9 +103,12 @@ async def release(lease: str | None) -> None:
     key = _held.pop(lease, None) if lease else None
     if key is None:
         return
-    task = asyncio.get_running_loop().create_task(_zrem(key, lease))
-    _releasing.add(task)
-    task.add_done_callback(_releasing.discard)
+    for member, set_key in ((lease, key), (lease + AGENT_SUFFIX, _held.pop(lease + AGENT_SUFFIX, None))):
+        if set_key is None:
+            continue
+        task = asyncio.get_running_loop().create_task(_zrem(set_key, member))
+        _releasing.add(task)
+        task.add_done_callback(_releasing.discard)
 
 
 async def _zrem(key: str, lease: str) -> None:
@@ -107,8 +128,11 @@ def _release_sync(lease: str) -> None:
     key = _held.pop(lease, None)
     if key is None:
         return
+    agent_key = _held.pop(lease + AGENT_SUFFIX, None)
     try:
         client().zrem(key, lease)
+        if agent_key is not None:
+            client().zrem(agent_key, lease + AGENT_SUFFIX)
     except RedisError:
         log.warning("gateway concurrency lease not released: Redis unreachable; it expires", exc_info=True)
 
@@ -151,6 +175,16 @@ async def in_flight(project_id: int) -> int:
     key = _set_key(project_id)
     await r.zremrangebyscore(key, "-inf", time.time())
     return await r.zcard(key)
+
+
+def agent_in_flight(agent_id: int) -> int:
+    """Calls in flight to the agent through every web process (leases not expired); sync, for the controller."""
+    r = client()
+    key = _agent_key(agent_id)
+    pipe = r.pipeline(transaction=False)
+    pipe.zremrangebyscore(key, "-inf", time.time())
+    pipe.zcard(key)
+    return int(pipe.execute()[-1])
 
 
 def rpm_retry_after(limit: int, current: int, previous: int, elapsed: float) -> int:

@@ -163,7 +163,7 @@ async def invoke(request, name: str, path: str = ""):
                     extra={"retry_after": wait, "limit": caller.rpm_limit},
                 )
         cap = route.max_concurrent or settings.EULER_GATEWAY_MAX_CONCURRENT
-        lease = await limits.acquire(project_id, cap)
+        lease = await limits.acquire(project_id, cap, route.agent_id if route.service_managed else None)
         if lease is None:
             raise QuotaExceeded(
                 f"The project has {cap} calls in flight through the gateway, its limit.",
@@ -203,6 +203,8 @@ async def _forward(request, name, path, route, caller, content, bytes_in, lease,
     timeout = httpx.Timeout(
         connect=route.connect_timeout, read=route.response_timeout, write=route.response_timeout, pool=5.0
     )
+    if not route.upstreams and route.service_managed:
+        route = await routes.wait_for_upstream(route, settings.EULER_GATEWAY_COLD_START_WAIT)
     client = upstream_client()
     tried: set[int] = set()
     failure: EulerError | None = None
@@ -248,6 +250,12 @@ async def _forward(request, name, path, route, caller, content, bytes_in, lease,
             break
 
     if response is None:
+        if failure is None and route.service_managed:
+            failure = Unavailable(
+                f"Service {name!r} has no ready replica yet (it may be starting from zero); try again shortly.",
+                code="no_ready_replica",
+                extra={"retry_after": 5},
+            )
         if failure is None:
             failure = EulerError(f"Agent {name!r} has no healthy instance.", code="no_healthy_instance")
             failure.status_code = 503

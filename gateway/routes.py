@@ -37,6 +37,7 @@ class Route:
     loaded_at: float
     max_concurrent: int | None = None  # the project's quota figure; None: EULER_GATEWAY_MAX_CONCURRENT
     scores: dict = field(default_factory=dict)
+    service_managed: bool = False  # the agent of a service: a call finding no ready replica waits for one
 
 
 @dataclass
@@ -75,6 +76,7 @@ def _load(project_id: int, name: str) -> Route | None:
         max_concurrent=Quota.objects.filter(project_id=project_id)
         .values_list("max_concurrent_invocations", flat=True)
         .first(),
+        service_managed=agent.service_managed,
     )
 
 
@@ -120,6 +122,23 @@ async def _reload(key: tuple[int, str]) -> Route | None:
         fresh.scores = previous.scores  # keep the rotation going across reloads
     _routes[key] = fresh
     return fresh
+
+
+COLD_START_POLL = 0.5  # seconds between route reloads while a call waits for a service's first ready replica
+
+
+async def wait_for_upstream(route: Route, wait: float) -> Route:
+    """A service scaled to zero (or between replicas): the call, counted in flight (which wakes the autoscaler),
+    waits up to `wait` seconds for a ready replica, reloading the route; the last route is returned either way."""
+    deadline = time.monotonic() + wait
+    key = (route.project_id, route.name)
+    while not route.upstreams and time.monotonic() < deadline:
+        await asyncio.sleep(min(COLD_START_POLL, max(0.0, deadline - time.monotonic())))
+        fresh = await _reload(key)
+        if fresh is None:
+            break
+        route = fresh
+    return route
 
 
 def choose(route: Route, exclude: set[int]) -> Upstream | None:

@@ -63,6 +63,12 @@ class Job(models.Model):
     # A task of a job array (jobs.workflow_models): its index, 0..count-1, reaches the container as EULER_ARRAY_INDEX.
     array = models.ForeignKey("jobs.JobArray", null=True, blank=True, on_delete=models.CASCADE, related_name="tasks")
     array_index = models.IntegerField(null=True, blank=True)
+    # A replica of a service (services.models.Replica): the container port the gateway reaches through the node
+    # path (docs/architecture.md, "Services"). None: a batch job.
+    service_port = models.IntegerField(null=True, blank=True)
+    # Jobs of one group (a service's replicas: "service:<id>") are placed on other lenders' nodes first, then on
+    # other nodes, where the pool allows (jobs/scheduling/spread.py).
+    spread_group = models.CharField(max_length=64, blank=True, default="")
 
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.QUEUED)
     current_attempt = models.ForeignKey(

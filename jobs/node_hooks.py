@@ -49,6 +49,7 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         stop_grace_seconds=stopping.clamp_grace(None, job_grace=job.stop_grace_seconds),
         warn_before_timeout_seconds=job.warn_before_timeout_seconds,
         warn_signal=job.warn_signal,
+        service_port=job.service_port,
     )
 
 

@@ -329,6 +329,8 @@ class Assignment(Lenient):
     stop_grace_seconds: int = Field(default=DEFAULT_STOP_GRACE_SECONDS, ge=0, le=MAX_STOP_GRACE_SECONDS)
     warn_before_timeout_seconds: int = Field(default=0, ge=0)
     warn_signal: Annotated[str, StringConstraints(max_length=10)] = "SIGUSR1"
+    # A replica of a service (issue 38): the one container port the node path may reach. None: a batch job.
+    service_port: int | None = Field(default=None, ge=1, le=65535)
 
 
 class PollRequest(Strict):

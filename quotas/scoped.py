@@ -75,6 +75,14 @@ def instances(*, project) -> QuerySet[AgentInstance]:
     return _objects("agents.AgentInstance").filter(agent__project=project)
 
 
+def services(*, project) -> QuerySet:  # of services.Service
+    return _objects("services.Service").filter(project=project)
+
+
+def replicas(*, project) -> QuerySet:  # of services.Replica
+    return _objects("services.Replica").filter(service__project=project)
+
+
 # --- one object, or 404 ---------------------------------------------------------------------------------------------
 def as_id(raw) -> int | None:
     """A caller's id as an int, or None when it cannot be any row's (not a whole number, out of range)."""
@@ -132,6 +140,17 @@ def agent(*, project, name: str) -> Agent:
     if found is None:
         raise NotFound(f"No agent named {str(name)[:100]!r}.")
     return found
+
+
+def service(*, project, name: str) -> Model:  # a services.Service (not being deleted)
+    found = services(project=project).filter(name=name, deleting=False).first() if isinstance(name, str) else None
+    if found is None:
+        raise NotFound(f"No service named {str(name)[:100]!r}.")
+    return found
+
+
+def replica(*, service, replica_id) -> Model:  # a services.Replica of a service resolved in the caller's project
+    return _one(replicas(project=service.project_id).filter(service=service), replica_id, what="replica")
 
 
 def instance(*, agent: Agent, instance_id) -> AgentInstance:

@@ -19,7 +19,7 @@ from euler_client.errors import ConnectionFailed
 from euler_client.jobs import Jobs, LogChunk
 from euler_client.outputs import Outputs
 from euler_client.query import query
-from euler_client.resources import Agents, Arrays, Keys, Nodes, sse_events
+from euler_client.resources import Agents, Arrays, Keys, Nodes, Services, sse_events
 from euler_client.workflows import Schedules, Webhooks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
@@ -46,6 +46,7 @@ class Client:
         self.jobs = Jobs(self)
         self.nodes = Nodes(self)
         self.agents = Agents(self)
+        self.services = Services(self)
         self.keys = Keys(self)
         self.outputs = Outputs(self)
         self.checkpoints = Checkpoints(self)

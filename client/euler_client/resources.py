@@ -1,4 +1,5 @@
-"""`client.nodes`, `client.agents` (with the streamed gateway call and its server-sent events) and `client.keys`."""
+"""`client.nodes`, `client.agents` (with the streamed gateway call and its server-sent events), `client.services`
+and `client.keys`."""
 
 from __future__ import annotations
 
@@ -140,6 +141,35 @@ def sse_events(response: httpx.Response) -> Iterator[dict]:
             event[field] = value
     if data:
         yield {"event": event.get("event", "message"), "data": "\n".join(data), "id": event.get("id")}
+
+
+class Services:
+    """Long-running services on the pool, fronted by the gateway as the agent of the same name."""
+
+    def __init__(self, client: Api):
+        self.c = client
+
+    def list(self) -> list[dict]:
+        return self.c.pages("services")
+
+    def get(self, name: str) -> dict:
+        return self.c.get(f"services/{_quoted(name)}")
+
+    def create(self, body: dict | None = None, **fields) -> dict:
+        return self.c.post("services", {**(body or {}), **fields})
+
+    def update(self, name: str, **fields) -> dict:
+        return self.c.patch(f"services/{_quoted(name)}", fields)
+
+    def scale(self, name: str, replicas: int | dict) -> dict:
+        return self.c.post(f"services/{_quoted(name)}/scale", {"replicas": replicas})
+
+    def delete(self, name: str) -> None:
+        self.c.delete(f"services/{_quoted(name)}")
+
+    def logs(self, name: str, replica: int | None = None) -> str:
+        params = {"replica": replica} if replica is not None else {}
+        return self.c.request("GET", f"services/{_quoted(name)}/logs", params=params).text
 
 
 class Keys:

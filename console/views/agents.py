@@ -68,6 +68,23 @@ def agents(request):
     return render(request, "console/agents.html", context)
 
 
+def _service_of(agent) -> dict | None:
+    """A service's agent: its replicas (where each runs, its health) and scaling events, for the agent's page."""
+    Service = sources.model("services", "Service")
+    if Service is None or not agent.service_managed:
+        return None
+    service = scoped.services(project=agent.project_id).filter(agent=agent).first()
+    if service is None:
+        return None
+    replicas = list(service.replica_set.exclude(state="ended").select_related("instance").order_by("id"))
+    return {
+        "row": service,
+        "replicas": replicas,
+        "ready": sum(1 for r in replicas if r.state == "ready"),
+        "events": list(service.events.all()[:20]),
+    }
+
+
 @project_page
 def agent_detail(request, name: str):
     Agent = sources.model("agents", "Agent")
@@ -101,6 +118,7 @@ def agent_detail(request, name: str):
     }
     context = {
         "agent": agent,
+        "service": _service_of(agent),
         "instances": list(agent.instances.order_by("id")),
         "window": window,
         "windows": list(WINDOWS),

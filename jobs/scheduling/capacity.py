@@ -259,6 +259,26 @@ class Capacity(TypedGpus):
         full.add(shape)
         return None
 
+    def best_node_avoiding(self, job: JobSnapshot, avoid: list[int]) -> int | None:
+        """best_node with the nodes at these indices left out as if full (jobs/scheduling/spread.py); the pass's
+        shortcuts (each class's too-big shapes, the eligible key's full shapes) are left as they were."""
+        plain, gpu, full = self._eligible(job)
+        shape = shape_of(job)
+        was_full = shape in full
+        marks = [(cls, len(cls.too_big)) for cls in (*plain, *gpu)]
+        saved = [(i, self.cpu[i]) for i in avoid]
+        for i in avoid:
+            self.cpu[i] = -1
+        try:
+            return self.best_node(job)
+        finally:
+            for i, cpu in saved:
+                self.cpu[i] = cpu
+            for cls, n in marks:
+                del cls.too_big[n:]
+            if not was_full:
+                full.discard(shape)
+
     def place(self, i: int, job: JobSnapshot) -> tuple[str, ...]:
         """Take the job's resources on node i; the GPUs it gets (by UUID, in device order)."""
         self.cpu[i] -= job.cpu_milli

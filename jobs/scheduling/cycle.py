@@ -31,6 +31,7 @@ from jobs.scheduling.loading import (  # noqa: F401  (re-exported: callers and t
     project_limits,
     queued_order,
     recent_usage,
+    spread_groups,
     with_usage,
 )
 from jobs.scheduling.snapshots import NodeSnapshot, Placement
@@ -153,6 +154,7 @@ def _plan(
         claims=mine,
         running=running,
         guards=guards,
+        groups=spread_groups(jobs),
     )
     placements, pending = plan.placements, dict(plan.pending)
     allowance = rows.get("allowance")

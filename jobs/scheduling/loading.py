@@ -140,6 +140,7 @@ def job_snapshot(job: Job) -> JobSnapshot:
         isolation=job.isolation,
         timeout_seconds=job.timeout_seconds,
         min_reliability=job.min_reliability,
+        spread_group=job.spread_group,
     )
 
 
@@ -202,6 +203,18 @@ def recent_usage(project_ids: set[int], *, now: datetime, half_life: float) -> d
         )
         for pid, (cpu, gpu) in amounts.items()
     }
+
+
+def spread_groups(jobs: list[Job]) -> dict[str, set[int]]:
+    """Per spread group of these jobs, the nodes its active jobs' attempts hold (jobs/scheduling/spread.py)."""
+    wanted = {job.spread_group for job in jobs if job.spread_group}
+    if not wanted:
+        return {}
+    out: dict[str, set[int]] = {}
+    rows = Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, job__spread_group__in=wanted, node__isnull=False)
+    for group, node_id in rows.values_list("job__spread_group", "node_id"):
+        out.setdefault(group, set()).add(node_id)
+    return out
 
 
 def queued_order() -> list[int]:

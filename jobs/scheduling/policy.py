@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
-from jobs.scheduling import fairshare, preemption, reasons, reservations
+from jobs.scheduling import fairshare, preemption, reasons, reservations, spread
 from jobs.scheduling.capacity import UNLIMITED, Capacity, Relevant, eligibility_key, shape_of
 from jobs.scheduling.filters import static_reject
 from jobs.scheduling.gpufit import Reservation
@@ -52,13 +52,15 @@ def place(
     claims: Mapping[int, tuple[int, int]] | None = None,
     running: Iterable[Running] | None = None,
     guards: Guards | None = None,
+    groups: Mapping[str, Iterable[int]] | None = None,
 ) -> Plan:
     """Placements for queued jobs, priority classes strictly in order (highest value first), and within a class in
     weighted fair-share order (priority, then FIFO, within a project); `reserve_after` (seconds; None: no
     reservations) lets starved jobs reserve nodes. `held`: node id -> the job an earlier batch of the same pass
     reserved it for (not among `jobs`); those reservations stand here too. `claims`: job id -> (node id, victims
     still stopping): the node a preemptor holds while its victims stop. With `running` (the active attempts) and
-    `guards`, jobs of a higher class that found no room preempt (Plan.preemptions, preemption.py).
+    `guards`, jobs of a higher class that found no room preempt (Plan.preemptions, preemption.py). `groups`: spread
+    group -> the node ids its active jobs hold (jobs/scheduling/spread.py).
     The same inputs in any order give the same plan."""
     projects = projects or {}
     jobs = sorted(jobs, key=_own_order)
@@ -70,6 +72,7 @@ def place(
     if held:
         reservations.hold(state, held)
     run = _Pass(state, projects, now=now, reserve_after=reserve_after)
+    run.groups = {group: set(ids) for group, ids in (groups or {}).items()}
     if claims:
         run.claim(jobs, claims)
     for value in sorted(tiers, reverse=True):  # classes strictly in order: a lower one takes what is left
@@ -116,6 +119,7 @@ class _Pass:
         self.no_room: list[JobSnapshot] = []  # jobs that would fit once nodes free up: they may preempt
         self.explained: dict[tuple, tuple[str, bool]] = {}  # per eligibility key and shape
         self.entitled: dict[int, float] = {}
+        self.groups: dict[str, set[int]] = {}  # spread group -> node ids its jobs hold, placements of this pass too
 
     def claim(self, jobs: list[JobSnapshot], claims: Mapping[int, tuple[int, int]]) -> None:
         """Hold each claimed node for its preemptor (a reservation it consumes when it fits there), while the job may
@@ -162,6 +166,8 @@ class _Pass:
             if i is not None:
                 uuids = self.state.place(i, job)
                 self.placements.append(Placement(job.id, self.state.nodes[i].id, uuids))  # positional: faster
+                if job.spread_group:
+                    self.groups.setdefault(job.spread_group, set()).add(self.state.nodes[i].id)
                 if limit is not None:
                     self.active[pid] += 1
                 share.add(job)
@@ -181,7 +187,9 @@ class _Pass:
         """The node index the job takes now; None once its reason is noted."""
         mine = self.reserved.get(job.id) if self.reserved else None
         if mine is None:
-            i = self.state.best_node(job)
+            i = self._spread_node(job) if job.spread_group else None
+            if i is None:
+                i = self.state.best_node(job)
             if i is None:
                 self._no_room(job)
             return i
@@ -193,6 +201,14 @@ class _Pass:
             return None
         del self.state.reserved[mine]  # consumed by this placement: others may take exactly what they could
         return mine
+
+    def _spread_node(self, job: JobSnapshot) -> int | None:
+        """A node away from the job's group (other lenders first, then other nodes), or None: any node will do."""
+        for avoid in spread.avoid_tiers(self.groups.get(job.spread_group, ()), self.state.nodes):
+            i = self.state.best_node_avoiding(job, avoid)
+            if i is not None:
+                return i
+        return None
 
     def _no_room(self, job: JobSnapshot) -> None:
         """Why no node took the job: reservations in the way, else the filters (the fair share is settled last)."""

@@ -76,6 +76,7 @@ class JobSnapshot:
     isolation: str = ""  # "sandbox": a sandboxed runtime wherever it runs; else what each node requires
     timeout_seconds: int = 0  # 0: not known (tests of other rules); a lender's window or hour limit reads it
     min_reliability: float = 0.0  # 0–100: only nodes scored at least this
+    spread_group: str = ""  # a service's replicas: other lenders' nodes first, then other nodes (spread.py)
 
 
 @dataclass(frozen=True, slots=True)

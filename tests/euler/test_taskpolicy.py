@@ -19,6 +19,9 @@ CONTROL_LOOP = {
     "nodes.tasks.flush_seen",
     # the cron clock: bounded database work (submits), never a tenant's server, so no dead webhook delays a tick
     "workflows.tasks.schedule_tick",
+    # the services controller: database work (replicas are jobs it submits and cancels) and one Redis read per
+    # service; the readiness probes that reach tenants' servers are the health checker's, on `health`
+    "services.tasks.reconcile_services",
 }
 
 

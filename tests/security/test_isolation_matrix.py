@@ -41,6 +41,14 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
         [("get", None), ("patch", {"weight": 50}), ("delete", None)],
     ),
     "api/v1/agents/<str:name>/stats": (API, [("get", None)]),
+    # Services: alpha's "chat" is an agent's name, so these find no service of alpha's either; the check with a
+    # service of another project's is tests/services/test_api.py::test_another_projects_service_answers_404.
+    "api/v1/services/<str:name>": (
+        API,
+        [("get", None), ("patch", {"image": "alpine:3.21"}), ("put", {"name": "chat"}), ("delete", None)],
+    ),
+    "api/v1/services/<str:name>/scale": (API, [("post", {"replicas": 3})]),
+    "api/v1/services/<str:name>/logs": (API, [("get", None)]),
     "api/v1/agents/<str:name>/invoke": (API, [("get", None), ("post", {"q": 1})]),
     "api/v1/agents/<str:name>/invoke/<path:path>": (API, [("get", None), ("post", {"q": 1}), ("delete", None)]),
     "api/v1/arrays/<id:array_id>": (API, [("get", None)]),

@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOOR = "quotas/scoped.py"
-APPS = ("jobs", "quotas", "agents", "gateway", "workflows", "console", "audit", "nodes")
+APPS = ("jobs", "quotas", "agents", "gateway", "workflows", "console", "audit", "nodes", "services")
 
 # The models a caller names by id or name (in a URL, a body or a query string), and their children reached by id.
 TENANT_MODELS = frozenset(
@@ -34,6 +34,9 @@ TENANT_MODELS = frozenset(
         "AgentInstance",
         "Checkpoint",
         "CheckpointBlob",
+        "Service",
+        "ServiceRevision",
+        "Replica",
     }
 )
 MANAGERS = frozenset({"objects", "_default_manager", "_base_manager"})
@@ -66,6 +69,9 @@ NOT_CALLER_FACING = {
     "workflows/delivery.py": "webhook delivery: a delivery the dispatcher queued",
     "workflows/tasks.py": "Celery tasks: ids the server queued",
     "agents/health.py": "health checks: every instance, all projects",
+    "services/controller.py": "the services controller: every service and the replicas, jobs, instances it made",
+    "services/scaling.py": "the services controller's autoscaler: a service the controller selected",
+    "services/tasks.py": "Celery tasks: the controller's pass, all projects",
     "gateway/recorder.py": "the invocation recorder: rows the gateway resolved through quotas.scoped",
     "gateway/tasks.py": "pruning: all projects",
     "/management/commands/": "operator commands: all projects, by an operator",

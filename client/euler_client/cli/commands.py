@@ -42,6 +42,8 @@ COMMANDS: dict[str, Entry] = {
     "arrays": Entry("euler_client.cli.arrays:arrays", "Job arrays: list (default), show, tasks, cancel, retry, wait."),
     "nodes": Entry("euler_client.cli.nodes:nodes", "Nodes: list (default), show, token."),
     "agents": Entry("euler_client.cli.agents:agents", "Agents: list (default), show, create, delete, invoke."),
+    "serve": Entry("euler_client.cli.services:serve", "Deploy an image as a service behind the gateway.", "Shortcuts"),
+    "services": Entry("euler_client.cli.services:services", "Services: list (default), show, logs, scale, delete."),
     "schedules": Entry(
         "euler_client.cli.workflows:schedules", "Cron schedules: list (default), show, create, delete, enable, disable."
     ),
