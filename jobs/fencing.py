@@ -8,6 +8,8 @@ while its right lasts:
   when that report is accepted (or when the server ended the attempt: lost, the deadline backstop, a stop the node
   obeyed). After that each answers 409 `stale_attempt` and changes nothing: no row, no stored file, no event, no
   deadline move. A duplicate `ended` report is one of these.
+- serve (the node tunnel: a gateway stream to a port of the attempt's container, jobs/tunnel.py): while the attempt
+  is active, checked at each stream's open; a stream already open ends with the container.
 - logs: also after the end, for the job's current attempt on that node: the agent replays what it buffered while
   the server was unreachable; chunks are stored once per seq and within the attempt's log cap
   (jobs/node_api/logs.py), so a late replay completes the log and cannot grow it past the cap.
@@ -37,9 +39,10 @@ class Right(enum.StrEnum):
     OUTPUTS = "outputs"
     INPUTS = "inputs"
     LOGS = "logs"
+    SERVE = "serve"  # carry the gateway's streams to the attempt's container (the node tunnel)
 
 
-UNTIL_ENDED = frozenset({Right.REPORT, Right.OUTPUTS, Right.INPUTS})  # rights that end with the attempt
+UNTIL_ENDED = frozenset({Right.REPORT, Right.OUTPUTS, Right.INPUTS, Right.SERVE})  # rights that end with the attempt
 
 
 class Lock(enum.Enum):
