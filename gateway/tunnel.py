@@ -252,6 +252,19 @@ class NodeTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+        await close_hub()
+
+
+async def close_hub() -> None:
+    """Stop this loop's hub when no stream uses it: channels_redis lets one event loop at a time receive, so a
+    client on a short-lived loop (a health-check round) must stop listening before its loop closes."""
+    found = _hubs.get(id(asyncio.get_running_loop()))
+    if found is None or found.streams or found.task is None:
+        return
+    found.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await found.task
+    _hubs.pop(id(asyncio.get_running_loop()), None)
 
 
 def mounts(limits: httpx.Limits | None = None) -> dict[str, httpx.AsyncBaseTransport]:
