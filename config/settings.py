@@ -157,7 +157,13 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py's default 5 s read timeout equals channels_redis's 5 s BZPOPMIN: an idle websocket would die.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": "euler:ch"},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            "prefix": "euler:ch",
+            # a web process's one channel for the answers of all its node tunnel streams (gateway/tunnel.py): each
+            # stream has at most protocol_tunnel.WINDOW frames in flight, so this is about 30 streams' worth at once
+            "channel_capacity": {"tunnelgw.*": 1000},
+        },
     }
 }
 

@@ -80,7 +80,7 @@ class Hub:
     async def ready(self) -> str:
         async with self._ready:
             if self.channel is None:
-                self.channel = await self.layer.new_channel("tunnel.gw.")
+                self.channel = await self.layer.new_channel("tunnelgw")  # CHANNEL_LAYERS' capacity names it
             if self.task is None or self.task.done():
                 self.task = asyncio.ensure_future(self._receive())
         return self.channel

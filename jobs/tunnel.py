@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_HTTPS_REQUIRED = 4403
+REPLY_RETRIES = (0.002, 0.01, 0.05, 0.2, 0.5, 1.0)  # a full gateway channel: about 2 s, then the stream is cut
 MAX_STREAMS = 1024  # open streams per node: past it an open is refused (the gateway fails over)
 
 
@@ -127,11 +128,28 @@ class NodeTunnelConsumer(AsyncConsumer):
 
         raise StopConsumer()
 
-    async def _reply(self, reply: str, sid: str, kind: int, data: bytes = b"") -> None:
-        try:
-            await self.channel_layer.send(reply, {"type": tunnels.REPLY, "stream": sid, "kind": kind, "data": data})
-        except Exception:  # noqa: BLE001 - the gateway's channel is full or gone: its read times out
-            log.warning("a tunnel reply to %s was not delivered", reply, exc_info=True)
+    async def _reply(self, reply: str, sid: str, kind: int, data: bytes = b"") -> bool:
+        """Pass a frame on to the gateway's channel; a full channel is retried for a while, then the stream is cut
+        (the node told CLOSE; the gateway's read ends at its timeout): a frame is never skipped inside a stream."""
+        from channels.exceptions import ChannelFull
+
+        message = {"type": tunnels.REPLY, "stream": sid, "kind": kind, "data": data}
+        for delay in REPLY_RETRIES:
+            try:
+                await self.channel_layer.send(reply, message)
+                return True
+            except ChannelFull:
+                await asyncio.sleep(delay)
+            except Exception:  # noqa: BLE001 - Redis unreachable: the same as a full channel, without waiting
+                break
+        log.warning("node %s: the gateway's channel %s took no frame; the stream is cut", self.node.name, reply)
+        wire_id = self.wire_ids.get(sid)
+        if wire_id is not None:
+            self._forget(wire_id)
+            await self.send(
+                {"type": "websocket.send", "bytes": wire.close_frame(wire_id, "the gateway is not reading")}
+            )
+        return False
 
     def _forget(self, wire_id: int) -> None:
         found = self.streams.pop(wire_id, None)
