@@ -120,3 +120,31 @@ async def test_at_most_a_window_of_data_frames_travels_unacknowledged(tunnel, re
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(tunnel.recv(), 0.5)
     await tunnel.send(wire.close_frame(9))
+
+
+def test_namespaces_are_opened_once_per_container_and_let_go_when_its_attempt_stops_serving():
+    import os
+
+    from nodeagent.netns import Namespaces
+
+    if os.geteuid() != 0:
+        pytest.skip("setns needs CAP_SYS_ADMIN")
+    serving = {1: "c1", 2: "c2"}
+    looked_up = []
+
+    def pid_of(cid: str) -> int:
+        looked_up.append(cid)
+        return os.getpid()  # this process's own namespace stands in for a container's
+
+    spaces = Namespaces(container_of=serving.get, pid_of=pid_of)
+    try:
+        for attempt in (1, 1, 2):
+            with spaces.socket_for(attempt) as sock:
+                assert sock.family == socket.AF_INET and not sock.getblocking()
+        assert looked_up == ["c1", "c2"]  # one descriptor per container, reused
+        del serving[1]
+        assert spaces.socket_for(1) is None  # no longer serving: no socket
+        spaces.socket_for(2).close()
+        assert set(spaces.fds) == {"c2"}  # c1's descriptor was let go
+    finally:
+        spaces.close()
