@@ -6,6 +6,9 @@ while the socket lives. A gateway stream (gateway/tunnel.py), in any web process
 sends its frames to that channel through the channel layer (Redis); the consumer answers on the gateway's own
 channel. Neither side imports the other: both name the messages below.
 
+When both ends are in the same process (the gateway call landed on the process that holds the tunnel), `send`
+hands the message over in memory instead of through Redis: the same messages, in the same order.
+
 Messages (channel layer, msgpack):
 - gateway → consumer: `{"type": "tunnel.open", "stream": sid, "reply": channel, "attempt": id, "port": p}` and
   `{"type": "tunnel.frame", "stream": sid, "kind": k, "data": bytes}` (k: DATA, EOF, CLOSE, ACK of
@@ -15,6 +18,9 @@ Messages (channel layer, msgpack):
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
 
 KEY = "euler:tunnel:node:{node_id}"
 TTL_SECONDS = 90
@@ -43,3 +49,26 @@ async def release(redis, node_id: int, channel: str) -> None:
 async def holder(redis, node_id: int) -> str | None:
     found = await redis.get(key(node_id))
     return found.decode() if isinstance(found, bytes) else found
+
+
+# --- the same process: no Redis in between ------------------------------------------------------------
+_local: dict[str, tuple[asyncio.AbstractEventLoop, Callable[[dict], None]]] = {}
+
+
+def register_local(channel: str, deliver: Callable[[dict], None]) -> None:
+    """`deliver(message)` takes messages for `channel` sent from this process's running loop (it must not block)."""
+    _local[channel] = (asyncio.get_running_loop(), deliver)
+
+
+def unregister_local(channel: str) -> None:
+    _local.pop(channel, None)
+
+
+async def send(layer, channel: str, message: dict) -> None:
+    """To `channel`: in memory when its receiver lives on this loop, else through the channel layer (which may
+    raise ChannelFull)."""
+    found = _local.get(channel)
+    if found is not None and found[0] is asyncio.get_running_loop():
+        found[1](message)
+        return
+    await layer.send(channel, message)

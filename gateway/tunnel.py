@@ -81,6 +81,7 @@ class Hub:
         async with self._ready:
             if self.channel is None:
                 self.channel = await self.layer.new_channel("tunnelgw")  # CHANNEL_LAYERS' capacity names it
+                tunnels.register_local(self.channel, self._deliver)
             if self.task is None or self.task.done():
                 self.task = asyncio.ensure_future(self._receive())
         return self.channel
@@ -95,9 +96,12 @@ class Hub:
                 log.warning("the tunnel reply channel failed; listening again", exc_info=True)
                 await asyncio.sleep(0.5)
                 continue
-            stream = self.streams.get(message.get("stream"))
-            if stream is not None:
-                stream.feed(message.get("kind"), message.get("data") or b"")
+            self._deliver(message)
+
+    def _deliver(self, message: dict) -> None:
+        stream = self.streams.get(message.get("stream"))
+        if stream is not None:
+            stream.feed(message.get("kind"), message.get("data") or b"")
 
     async def send(self, channel: str, message: dict, timeout: float | None) -> None:
         """To a consumer's channel; a full channel (a node's tunnel busy) is retried until `timeout`."""
@@ -105,7 +109,7 @@ class Hub:
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             try:
-                await self.layer.send(channel, message)
+                await tunnels.send(self.layer, channel, message)
                 return
             except ChannelFull:
                 if deadline is not None and loop.time() > deadline:
@@ -264,6 +268,8 @@ async def close_hub() -> None:
     found.task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await found.task
+    if found.channel is not None:
+        tunnels.unregister_local(found.channel)
     _hubs.pop(id(asyncio.get_running_loop()), None)
 
 

@@ -81,6 +81,7 @@ def _refusal(node, attempt_id: int) -> str | None:
 class NodeTunnelConsumer(AsyncConsumer):
     node = None
     keeper: asyncio.Task | None = None
+    local: asyncio.Task | None = None
 
     async def websocket_connect(self, message):
         if not _secure(self.scope):
@@ -95,6 +96,9 @@ class NodeTunnelConsumer(AsyncConsumer):
         self.wire_ids: dict[str, int] = {}  # gateway stream id -> wire id
         self.next_id = 0
         self.redis = async_client()
+        self.inbox: asyncio.Queue = asyncio.Queue()  # messages from a gateway in this process (euler.tunnels.send)
+        self.local = asyncio.ensure_future(self._local_messages())
+        tunnels.register_local(self.channel_name, self.inbox.put_nowait)
         await tunnels.claim(self.redis, node.pk, self.channel_name)  # first: reachable once the agent hears yes
         await self.send({"type": "websocket.accept"})
         self.keeper = asyncio.ensure_future(self._keep())
@@ -112,7 +116,21 @@ class NodeTunnelConsumer(AsyncConsumer):
             except Exception:  # noqa: BLE001 - a database or Redis hiccup: the entry's TTL outlasts the next try
                 log.warning("refreshing the tunnel of node %s failed", self.node.name, exc_info=True)
 
+    async def _local_messages(self) -> None:
+        """The same handlers as for the channel layer's messages, one at a time, in order."""
+        while True:
+            message = await self.inbox.get()
+            if message.get("type") == tunnels.OPEN:
+                await self.tunnel_open(message)
+            elif message.get("type") == tunnels.FRAME:
+                await self.tunnel_frame(message)
+
     async def websocket_disconnect(self, message):
+        if self.local is not None:
+            tunnels.unregister_local(self.channel_name)
+            self.local.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.local
         if self.keeper is not None:
             self.keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -136,7 +154,7 @@ class NodeTunnelConsumer(AsyncConsumer):
         message = {"type": tunnels.REPLY, "stream": sid, "kind": kind, "data": data}
         for delay in REPLY_RETRIES:
             try:
-                await self.channel_layer.send(reply, message)
+                await tunnels.send(self.channel_layer, reply, message)
                 return True
             except ChannelFull:
                 await asyncio.sleep(delay)

@@ -23,6 +23,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PATH = "/node-api/v1/tunnel"
 
 
+@pytest.fixture(autouse=True, params=["in memory", "channel layer"])
+def route(request, monkeypatch):
+    """Both ends in this process hand messages over in memory (euler.tunnels.send); across processes they go
+    through the channel layer: run every test both ways."""
+    if request.param == "channel layer":
+        monkeypatch.setattr(tunnels, "register_local", lambda channel, deliver: None)
+    return request.param
+
+
 def socket(credential: str | None, *, client=("127.0.0.1", 50000)) -> WebsocketCommunicator:
     headers = [(b"host", b"localhost")]
     if credential:
