@@ -54,6 +54,14 @@ class Stream:
 
     async def run(self, payload: bytes) -> None:
         try:
+            await self._run(payload)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the tunnel went away under the stream (it is being torn down)
+            self.finish()
+
+    async def _run(self, payload: bytes) -> None:
+        try:
             attempt, port = wire.parse_open(payload)
         except wire.BadFrame:
             await self._close("bad open")
