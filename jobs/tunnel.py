@@ -120,10 +120,13 @@ class NodeTunnelConsumer(AsyncConsumer):
         """The same handlers as for the channel layer's messages, one at a time, in order."""
         while True:
             message = await self.inbox.get()
-            if message.get("type") == tunnels.OPEN:
-                await self.tunnel_open(message)
-            elif message.get("type") == tunnels.FRAME:
-                await self.tunnel_frame(message)
+            try:
+                if message.get("type") == tunnels.OPEN:
+                    await self.tunnel_open(message)
+                elif message.get("type") == tunnels.FRAME:
+                    await self.tunnel_frame(message)
+            except Exception:  # noqa: BLE001 - one message's failure (the socket closing) must not stop the rest
+                log.warning("node %s: a tunnel message failed", self.node.name, exc_info=True)
 
     async def websocket_disconnect(self, message):
         if self.local is not None:
@@ -186,7 +189,11 @@ class NodeTunnelConsumer(AsyncConsumer):
         if len(self.streams) >= MAX_STREAMS:
             await self._reply(reply, sid, wire.CLOSE, b"too many streams on this node's tunnel")
             return
-        why = await _refusal(self.node, attempt)
+        try:
+            why = await _refusal(self.node, attempt)
+        except Exception:  # noqa: BLE001 - the database did not answer: refuse this open, keep the tunnel
+            log.warning("checking node %s's right to attempt %s failed", self.node.name, attempt, exc_info=True)
+            why = "the control plane could not check this attempt; try again"
         if why is not None:
             await self._reply(reply, sid, wire.CLOSE, why.encode())
             return
