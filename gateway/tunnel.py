@@ -115,6 +115,8 @@ class Hub:
                 if deadline is not None and loop.time() > deadline:
                     raise httpcore.WriteTimeout("the node's tunnel is full") from None
                 await asyncio.sleep(FULL_RETRY)
+            except Exception as exc:  # Redis unreachable: an error httpx maps, never a 500
+                raise httpcore.WriteError(f"the channel layer failed: {type(exc).__name__}") from exc
 
 
 _hubs: dict[int, Hub] = {}
@@ -158,6 +160,9 @@ class TunnelStream(httpcore.AsyncNetworkStream):
         except (TimeoutError, httpcore.WriteTimeout):
             await self._abandon()
             raise httpcore.ConnectTimeout(f"attempt {attempt}'s node did not open the stream in time") from None
+        except httpcore.WriteError as exc:
+            await self._abandon()
+            raise httpcore.ConnectError(str(exc)) from exc
         except BaseException:
             await self._abandon()
             raise
@@ -226,10 +231,13 @@ class TunnelBackend(httpcore.AsyncNetworkBackend):
             attempt = int(host)
         except ValueError:
             raise httpcore.ConnectError(f"not an attempt id: {host!r}") from None
-        node = await node_of(attempt)
+        try:
+            node = await node_of(attempt)
+            channel = await tunnels.holder(async_client(), node) if node is not None else None
+        except Exception as exc:  # the database or Redis did not answer: a connect error (the proxy fails over)
+            raise httpcore.ConnectError(f"cannot find attempt {attempt}'s tunnel: {type(exc).__name__}") from exc
         if node is None:
             raise NoTunnel(f"attempt {attempt} has no node")
-        channel = await tunnels.holder(async_client(), node)
         if channel is None:
             raise NoTunnel(f"the node of attempt {attempt} holds no tunnel")
         stream = TunnelStream(hub(), channel)
