@@ -13,6 +13,7 @@ import socket
 import docker
 import pytest
 
+from nodeagent.docker_runner import DockerRunner
 from nodeagent.netns import Namespaces
 
 from .test_egress import egress  # noqa: F401 - the fixture
@@ -47,15 +48,16 @@ def test_a_replicas_port_is_refused_to_the_host_and_to_other_jobs_and_served_thr
     egress,  # noqa: F811
     make_executor,  # noqa: F811
     plane,  # noqa: F811
+    node,  # noqa: F811
 ):
     if os.geteuid() != 0:
         pytest.skip("entering a container's network namespace needs root")
     ex = make_executor(egress=egress)
-    ex.handle_assignment(assignment(61, ["sh", "-c", SERVE], timeout_seconds=300))
-    wait_for(lambda: plane.reports.get(61), "the replica's running report")
     spaces = Namespaces(container_of=ex.serving_container, pid_of=ex.container_pid)
     try:
-        page = wait_for(lambda: _through_namespace(spaces, 61), "the replica's page through its namespace")
+        ex.handle_assignment(assignment(61, ["sh", "-c", SERVE], timeout_seconds=600))
+        wait_for(lambda: plane.reports.get(61), "the replica's running report", timeout=300)
+        page = wait_for(lambda: _through_namespace(spaces, 61), "the replica's page", timeout=300)
         assert page.startswith(b"HTTP/1.") and b"hello-replica" in page
 
         settings = docker.from_env().api.inspect_container(ex.serving_container(61))["NetworkSettings"]
@@ -69,10 +71,13 @@ def test_a_replicas_port_is_refused_to_the_host_and_to_other_jobs_and_served_thr
         # Another job on the same node and network is refused too.
         probe = f"echo probe $(nc -w 2 {address} {PORT} </dev/null >/dev/null 2>&1 && echo open || echo refused)"
         ex.handle_assignment(assignment(62, ["sh", "-c", probe]))
-        wait_for(lambda: plane.ended(62), "the probing job's end")
+        wait_for(lambda: plane.ended(62), "the probing job's end", timeout=300)
         assert "probe refused" in plane.log(62), plane.log(62)
 
         # An attempt this agent does not run gets no socket.
         assert spaces.socket_for(999_999) is None
     finally:
         spaces.close()
+        runner = DockerRunner()  # the replica runs on: gone before the egress fixture takes its network away
+        for found in runner.list_managed(node_name=node):
+            runner.remove(found.container_id)
