@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,9 +159,10 @@ def main() -> None:
                 url + "/api/v1/agents/tunnel/invoke/echo",
             )
             deadline = time.monotonic() + 30
-            while asyncio.run(closed_loop(tunnel_url, auth, 0.2, concurrency=1)) == 0:  # the tunnel is up
+            while (answer := httpx.get(tunnel_url, headers=auth, timeout=30)).status_code != 200:  # the tunnel is up
                 if time.monotonic() > deadline:
-                    raise RuntimeError("the tunnel never answered")
+                    raise RuntimeError(f"the tunnel never answered: {answer.status_code} {answer.text}")
+                time.sleep(0.5)
             base, lat = asyncio.run(fixed_rate([(direct_url, auth), (tunnel_url, auth)], args.rate, args.seconds))
             pids = [webs[0][0].pid, webs[1][0].pid, agent.pid]
             used = cpu_of(pids)

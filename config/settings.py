@@ -160,9 +160,10 @@ CHANNEL_LAYERS = {
         "CONFIG": {
             "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
             "prefix": "euler:ch",
-            # a web process's one channel for the answers of all its node tunnel streams (gateway/tunnel.py): each
-            # stream has at most protocol_tunnel.WINDOW frames in flight, so this is about 30 streams' worth at once
-            "channel_capacity": {"tunnelgw.*": 1000},
+            # Process-specific channels share one list per process (websocket consumers, the node tunnels' frames
+            # and the gateway's answers from them: gateway/tunnel.py): its backlog, not one consumer's, is capped.
+            # Each tunnel stream has at most protocol_tunnel.WINDOW frames in flight.
+            "channel_capacity": {"specific.*": 1000},
         },
     }
 }

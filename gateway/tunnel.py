@@ -80,7 +80,8 @@ class Hub:
     async def ready(self) -> str:
         async with self._ready:
             if self.channel is None:
-                self.channel = await self.layer.new_channel("tunnelgw")  # CHANNEL_LAYERS' capacity names it
+                # "specific", as every consumer's: channels_redis has one receiver per process, on one list per prefix
+                self.channel = await self.layer.new_channel()
                 tunnels.register_local(self.channel, self._deliver)
             if self.task is None or self.task.done():
                 self.task = asyncio.ensure_future(self._receive())
