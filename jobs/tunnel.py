@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncConsumer
 from django.conf import settings
@@ -66,16 +67,23 @@ def _still_valid(node) -> bool:
     ).exists()
 
 
-@database_sync_to_async
-def _refusal(node, attempt_id: int) -> str | None:
+def _refusal_now(node, attempt_id: int) -> str | None:
     """Why this node may not carry a stream to the attempt (None: it may): jobs.fencing decides."""
+    from django.db import close_old_connections
+
     from jobs.fencing import Right, StaleAttempt, attempt_for
 
+    close_old_connections()
     try:
         attempt_for(node=node, attempt_id=attempt_id, right=Right.SERVE)
     except StaleAttempt as exc:
         return exc.message
     return None
+
+
+# Not thread-sensitive: Channels' default runs every database call of the process on one thread, and a burst of
+# opens (a gateway whose callers outgrow its kept-alive connections) would queue behind each other there.
+_refusal = sync_to_async(_refusal_now, thread_sensitive=False)
 
 
 class NodeTunnelConsumer(AsyncConsumer):
@@ -95,6 +103,8 @@ class NodeTunnelConsumer(AsyncConsumer):
         self.streams: dict[int, tuple[str, str]] = {}  # wire id -> (gateway stream id, gateway reply channel)
         self.wire_ids: dict[str, int] = {}  # gateway stream id -> wire id
         self.next_id = 0
+        self.opening: set[asyncio.Task] = set()  # opens whose check is under way
+        self.closed = False
         self.redis = async_client()
         self.inbox: asyncio.Queue = asyncio.Queue()  # messages from a gateway in this process (euler.tunnels.send)
         self.local = asyncio.ensure_future(self._local_messages())
@@ -129,6 +139,7 @@ class NodeTunnelConsumer(AsyncConsumer):
                 log.warning("node %s: a tunnel message failed", self.node.name, exc_info=True)
 
     async def websocket_disconnect(self, message):
+        self.closed = True
         if self.local is not None:
             tunnels.unregister_local(self.channel_name)
             self.local.cancel()
@@ -186,9 +197,15 @@ class NodeTunnelConsumer(AsyncConsumer):
         if type(attempt) is not int or type(port) is not int or not 0 < port < 65536:
             await self._reply(reply, sid, wire.CLOSE, b"bad open")
             return
-        if len(self.streams) >= MAX_STREAMS:
+        if len(self.streams) + len(self.opening) >= MAX_STREAMS:
             await self._reply(reply, sid, wire.CLOSE, b"too many streams on this node's tunnel")
             return
+        # Checked beside the other messages, not before them: one open's database round trip holds no other stream.
+        task = asyncio.ensure_future(self._open(sid, reply, attempt, port))
+        self.opening.add(task)
+        task.add_done_callback(self.opening.discard)
+
+    async def _open(self, sid: str, reply: str, attempt: int, port: int) -> None:
         try:
             why = await _refusal(self.node, attempt)
         except Exception:  # noqa: BLE001 - the database did not answer: refuse this open, keep the tunnel
@@ -196,6 +213,9 @@ class NodeTunnelConsumer(AsyncConsumer):
             why = "the control plane could not check this attempt; try again"
         if why is not None:
             await self._reply(reply, sid, wire.CLOSE, why.encode())
+            return
+        if self.node is None or self.closed:
+            await self._reply(reply, sid, wire.CLOSE, b"the node's tunnel closed")
             return
         self.next_id = self.next_id % wire.MAX_STREAM_ID + 1
         while self.next_id in self.streams:
