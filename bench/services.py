@@ -163,6 +163,8 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the tunnel never answered: {answer.status_code} {answer.text}")
                 time.sleep(0.5)
+            for warm in (direct_url, tunnel_url):  # a fresh process (GC, caches, kept-alive streams) first
+                asyncio.run(closed_loop(warm, auth, 3))
             base, lat = asyncio.run(fixed_rate([(direct_url, auth), (tunnel_url, auth)], args.rate, args.seconds))
             pids = [webs[0][0].pid, webs[1][0].pid, agent.pid]
             used = cpu_of(pids)
