@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from agents import ssrf
 from agents.models import AgentInstance, Health
+from gateway import tunnel
 
 UNHEALTHY_AFTER = 2
 HEALTHY_AFTER = 2
@@ -126,7 +127,8 @@ def record(instance_id: int, ok: bool, latency_ms: float, error: str, now: datet
 async def _run(probes: list[Probe]) -> list[tuple[int, bool, float, str]]:
     # One connection per probe: a pool smaller than the round would queue probes behind slow upstreams.
     limits = httpx.Limits(max_connections=len(probes), max_keepalive_connections=0)
-    async with ssrf.pinned_client(limits=limits) as client:
+    # euler-node://<attempt>:<port>: a replica behind its node's tunnel (gateway/tunnel.py), probed through it
+    async with ssrf.pinned_client(limits=limits, mounts=tunnel.mounts(limits)) as client:
         return await asyncio.gather(*(_probe(client, p) for p in probes))
 
 

@@ -31,12 +31,17 @@ django_asgi = route_node_api(django_asgi)  # so do the node-agent endpoints (see
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
+from jobs.tunnel import NodeTunnelConsumer  # noqa: E402
+from nodes.node_api.asgi import route_node_tunnel  # noqa: E402
 from quotas.wsauth import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi,
-        "websocket": websocket_application(URLRouter(websocket_urlpatterns)),
+        # the node tunnel authenticates the node credential itself: no session, key or Origin check on its way
+        "websocket": route_node_tunnel(
+            NodeTunnelConsumer.as_asgi(), websocket_application(URLRouter(websocket_urlpatterns))
+        ),
     }
 )
 

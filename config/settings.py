@@ -162,7 +162,14 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py's default 5 s read timeout equals channels_redis's 5 s BZPOPMIN: an idle websocket would die.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "prefix": "euler:ch"},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            "prefix": "euler:ch",
+            # Process-specific channels share one list per process (websocket consumers, the node tunnels' frames
+            # and the gateway's answers from them: gateway/tunnel.py): its backlog, not one consumer's, is capped.
+            # Each tunnel stream has at most protocol_tunnel.WINDOW frames in flight.
+            "channel_capacity": {"specific.*": 1000},
+        },
     }
 }
 

@@ -9,6 +9,7 @@ import httpx
 from django.conf import settings
 
 from agents import ssrf
+from gateway import tunnel
 
 # httpx logs every request at INFO: a line per call on the hot path, with URLs that may carry secrets.
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -26,7 +27,8 @@ def upstream_client() -> httpx.AsyncClient:
             max_keepalive_connections=settings.EULER_GATEWAY_MAX_KEEPALIVE,
             keepalive_expiry=settings.EULER_GATEWAY_KEEPALIVE_EXPIRY,
         )
-        found = ssrf.pinned_client(limits=limits)
+        # euler-node://<attempt>:<port>: a replica behind its node's tunnel (gateway/tunnel.py), never dialled here
+        found = ssrf.pinned_client(limits=limits, mounts=tunnel.mounts(limits))
         _clients[key] = found
     return found
 

@@ -47,6 +47,7 @@ class AgentConfig:
     network: NetworkPolicy = field(default_factory=NetworkPolicy)  # the jobs' egress policy
     images: ImagePolicy = field(default_factory=ImagePolicy)  # which images run here, and the cache cap
     runtimes: RuntimePolicy = field(default_factory=RuntimePolicy)  # which runtimes are offered, the least isolation
+    tunnel: bool = True  # keep the node tunnel (nodeagent/tunnel.py) open: how the gateway reaches replicas here
 
 
 def _bool(env: Mapping[str, str], name: str) -> bool:
@@ -143,4 +144,5 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         network=network,
         images=images,
         runtimes=runtimes,
+        tunnel=_bool(env, "EULER_NODE_TUNNEL") if (env.get("EULER_NODE_TUNNEL") or "").strip() else True,
     )

@@ -81,6 +81,7 @@ class Daemon:
         self.approved = threading.Event()
         self.runtimes = None  # nodeagent.runtimes.RuntimeProbe, started by run() when an engine answers
         self.gpus = None  # nodeagent.gpuwatch.GpuWatch where NVML answers: GPU health and per-job figures
+        self.tunnel = None  # nodeagent.tunnel.Tunnel, started by run() when the executor runs containers
 
     # --- enrollment ------------------------------------------------------------------------------
     def enroll(self) -> None:
@@ -262,6 +263,25 @@ class Daemon:
             return
         log.info("left %d jobs running; the control plane holds them for %.0f s", len(reply.held), reply.hold_seconds)
 
+    def _start_tunnel(self):
+        """The node tunnel (nodeagent/tunnel.py): how the gateway reaches this node's replicas; no inbound port."""
+        serving = getattr(self.executor, "serving_container", None)
+        if not self.config.tunnel or serving is None:
+            return None
+        from nodeagent.client import tls_context
+        from nodeagent.netns import Namespaces
+        from nodeagent.tunnel import Tunnel
+
+        spaces = Namespaces(container_of=serving, pid_of=self.executor.container_pid)
+        tunnel = Tunnel(
+            base_url=self.client.base_url,
+            credential=lambda: self.client.credential,
+            socket_for=spaces.socket_for,
+            tls=tls_context(self.config.ca_file),
+        )
+        tunnel.start()
+        return tunnel
+
     # --- run -------------------------------------------------------------------------------------
     def run(self) -> int:
         log.info("euler-node %s: node %s, control plane %s", __version__, self.config.name, self.config.url)
@@ -282,6 +302,7 @@ class Daemon:
         from nodeagent import gpuwatch
 
         self.gpus = gpuwatch.start(self.probe, self.executor, state_dir=self.config.state_dir, stop=self.stop)
+        self.tunnel = self._start_tunnel()
         threads = [
             threading.Thread(target=self.heartbeat_loop, name="heartbeat", daemon=True),
             threading.Thread(target=self.poll_loop, name="poll", daemon=True),
@@ -292,6 +313,8 @@ class Daemon:
         self.stop.wait()
         log.info("stopping")
         busy = bool(self.executor.running_attempts())
+        if self.tunnel is not None:
+            self.tunnel.close()
         try:
             self.executor.close()
             egress = getattr(self.executor, "egress", None)

@@ -62,6 +62,11 @@ class Names:
     forward: str  # chain for forwarded traffic from the bridge
     host: str  # chain for traffic from the bridge to the host itself
 
+    @property
+    def inbound(self) -> str:
+        """The chain for connections into the bridge from anywhere but a job (the host itself, the LAN)."""
+        return self.forward.removesuffix("-FWD") + "-TO"
+
 
 def instance_id(*, url: str, node_name: str, state_dir: Path | str) -> str:
     """Stable for one agent (control plane, node, state dir); different for a second agent on the same engine."""
@@ -124,14 +129,28 @@ def plan(policy: NetworkPolicy, names: Names, *, dns: list[str], v6_forward_pare
         forward += [*dns_rules, *other_dns, *(["-d", c, "-j", "RETURN"] for c in allowed)]
         forward += [["-d", c, "-j", "REJECT"] for c in blocked]
         host = [established, *dns_rules, ["-j", "REJECT"]]  # the host itself: nothing but its resolvers
-        for chain, rules in ((names.forward, forward), (names.host, host)):
+        # Into the bridge: nothing opens a connection to a job, neither the host nor the LAN through it (a replica's
+        # port is reached only through the node tunnel, from inside its own namespace: nodeagent/netns.py).
+        inbound = [established, ["-j", "REJECT"]]
+        for chain, rules in ((names.forward, forward), (names.host, host), (names.inbound, inbound)):
             steps.append(Step([binary, "-w", "-N", chain], unless=[binary, "-w", "-S", chain]))
             steps.append(Step([binary, "-w", "-F", chain]))
             steps += [Step([binary, "-w", "-A", chain, *rule]) for rule in rules]
-        for parent, chain in ((forward_parent, names.forward), ("INPUT", names.host)):
-            jump = ["-i", names.bridge, "-j", chain]
+        for parent, side, chain in _jumps(names, forward_parent):
+            jump = [side, names.bridge, "-j", chain]
             steps.append(Step([binary, "-w", "-I", parent, "1", *jump], unless=[binary, "-w", "-C", parent, *jump]))
     return steps
+
+
+def _jumps(names: Names, forward_parent: str) -> list[tuple[str, str, str]]:
+    """(parent chain, -i or -o, our chain): out of the bridge (forwarded, to the host) and into it (forwarded, from
+    the host's own sockets)."""
+    return [
+        (forward_parent, "-i", names.forward),
+        ("INPUT", "-i", names.host),
+        (forward_parent, "-o", names.inbound),
+        ("OUTPUT", "-o", names.inbound),
+    ]
 
 
 def rules_intact(steps: list[Step], listings: dict[str, str]) -> bool:
@@ -144,9 +163,9 @@ def rules_intact(steps: list[Step], listings: dict[str, str]) -> bool:
             expected[key] = expected.get(key, 0) + 1
     lines = {binary: text.splitlines() for binary, text in listings.items()}
     for step in steps:
-        if step.argv[2] == "-I":  # [binary, -w, -I, parent, 1, -i, bridge, -j, chain]
-            binary, parent, bridge, chain = step.argv[0], step.argv[3], step.argv[6], step.argv[8]
-            jump = f"-A {parent} -i {bridge} -j {chain}"
+        if step.argv[2] == "-I":  # [binary, -w, -I, parent, 1, -i|-o, bridge, -j, chain]
+            binary, parent, side, bridge, chain = step.argv[0], step.argv[3], step.argv[5], step.argv[6], step.argv[8]
+            jump = f"-A {parent} {side} {bridge} -j {chain}"
             if not any(line == jump or line.startswith(jump + " ") for line in lines.get(binary, ())):
                 return False
     for (binary, chain), count in expected.items():
@@ -167,9 +186,9 @@ def removal(names: Names, *, v6_forward_parent: str = "DOCKER-USER") -> list[lis
     """The commands that take this agent's jumps and chains away (each may fail when already gone)."""
     argvs = []
     for binary, forward_parent in (("iptables", "DOCKER-USER"), ("ip6tables", v6_forward_parent)):
-        for parent, chain in ((forward_parent, names.forward), ("INPUT", names.host)):
-            argvs.append([binary, "-w", "-D", parent, "-i", names.bridge, "-j", chain])
-        for chain in (names.forward, names.host):
+        for parent, side, chain in _jumps(names, forward_parent):
+            argvs.append([binary, "-w", "-D", parent, side, names.bridge, "-j", chain])
+        for chain in (names.forward, names.host, names.inbound):
             argvs += [[binary, "-w", "-F", chain], [binary, "-w", "-X", chain]]
     return argvs
 

@@ -151,6 +151,19 @@ class Executor(ExecutorGpus, ExecutorStart):
             runs = list(self._runs.values())
         return [r.running_attempt() for r in runs]
 
+    def serving_container(self, attempt_id: int) -> str | None:
+        """The container of an attempt this agent runs, while it may take the gateway's streams (nodeagent/tunnel.py):
+        running, or stopping within its grace (in-flight calls finish). None otherwise."""
+        with self._lock:
+            run = self._runs.get(attempt_id)
+        if run is None or run.phase not in (Phase.RUNNING, Phase.STOPPING):
+            return None
+        return run.record.get("container_id") or None
+
+    def container_pid(self, container_id: str) -> int | None:
+        state = self.runner.client.api.inspect_container(container_id).get("State") or {}
+        return int(state["Pid"]) if state.get("Running") and state.get("Pid") else None
+
     def handle_assignment(self, assignment: protocol.Assignment) -> None:
         with self._lock:
             if assignment.attempt_id in self._runs or self.closing.is_set():

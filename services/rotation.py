@@ -2,8 +2,8 @@
 
 The address of a replica is `euler-node://<attempt id>:<port>`: the gateway (gateway/proxy.py) and the health
 checker (agents/health.py) reach it through the node path (the connection the node agent keeps to the control
-plane), never by dialling the lender's host. /work/wt/_brief/svc-tunnel.md and docs/architecture.md ("Services")
-hold the contract.
+plane, gateway/tunnel.py), never by dialling the lender's host. docs/architecture.md ("Services", "The node
+tunnel") holds the contract.
 
 EULER_SERVICE_DIRECT_DOCKER (tests only) replaces it with the container's address on the agent's job network,
 read from the local Docker engine, for end-to-end tests that run everything on one host before the node path.

@@ -35,7 +35,7 @@ from audit.context import AuditContextMiddleware, Caller, _caller, clean_ip
 from euler.errors import json_error
 from euler.observability import RequestIdMiddleware, new_request_id, request_id_var
 from gateway.asgi import LeanHandler
-from nodeagent import protocol
+from nodeagent import protocol, protocol_tunnel
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,20 @@ def route_node_api(app):
                 if found is not None:
                     return await serve_hot(scope, receive, send, *found)
                 return await lean(scope, receive, send)
+        return await app(scope, receive, send)
+
+    return router
+
+
+TUNNEL_PATH = f"{PREFIX}v1/{protocol_tunnel.PATH_TUNNEL}"
+
+
+def route_node_tunnel(tunnel, app):
+    """A websocket ASGI app that hands the node tunnel's path to `tunnel` (jobs/tunnel.py) and the rest to `app`."""
+
+    async def router(scope, receive, send):
+        if scope["type"] == "websocket" and scope.get("path", "").rstrip("/") == TUNNEL_PATH:
+            return await tunnel(scope, receive, send)
         return await app(scope, receive, send)
 
     return router

@@ -47,8 +47,17 @@ def test_the_plan_rejects_private_ranges_after_dns_and_allowed_cidrs_and_jumps_f
     assert [" ".join(s.argv) for s in jumps] == [
         "iptables -w -I DOCKER-USER 1 -i eu-abc123def0 -j EULER-abc123def0-FWD",
         "iptables -w -I INPUT 1 -i eu-abc123def0 -j EULER-abc123def0-IN",
+        "iptables -w -I DOCKER-USER 1 -o eu-abc123def0 -j EULER-abc123def0-TO",
+        "iptables -w -I OUTPUT 1 -o eu-abc123def0 -j EULER-abc123def0-TO",
         "ip6tables -w -I DOCKER-USER 1 -i eu-abc123def0 -j EULER-abc123def0-FWD",
         "ip6tables -w -I INPUT 1 -i eu-abc123def0 -j EULER-abc123def0-IN",
+        "ip6tables -w -I DOCKER-USER 1 -o eu-abc123def0 -j EULER-abc123def0-TO",
+        "ip6tables -w -I OUTPUT 1 -o eu-abc123def0 -j EULER-abc123def0-TO",
+    ]
+    inbound = [line for line in lines if line.startswith("iptables -w -A EULER-abc123def0-TO")]
+    assert inbound == [  # into the bridge: replies only; nothing opens a connection to a job
+        "iptables -w -A EULER-abc123def0-TO -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+        "iptables -w -A EULER-abc123def0-TO -j REJECT",
     ]
     assert all(s.unless and s.unless[2] == "-C" for s in jumps)  # idempotent: inserted only when missing
     v6 = [line for line in lines if line.startswith("ip6tables -w -A EULER-abc123def0-FWD")]
