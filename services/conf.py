@@ -1,6 +1,6 @@
 """Settings of the services app (issue 38), read from the environment (merged into config.settings)."""
 
-from euler.env import env_bool, env_float, env_int
+from euler.env import env_float, env_int
 
 # How often beat runs the services controller (replace failed replicas, roll out, scale, drain).
 EULER_SERVICE_TICK = env_float("EULER_SERVICE_TICK", 2.0, minimum=0.2)
@@ -16,10 +16,6 @@ EULER_SERVICE_MAX_REPLICAS = env_int("EULER_SERVICE_MAX_REPLICAS", 20, minimum=1
 # target; scale down when they stayed below it over the long one.
 EULER_SERVICE_SCALE_UP_WINDOW = env_float("EULER_SERVICE_SCALE_UP_WINDOW", 10.0, minimum=1)
 EULER_SERVICE_SCALE_DOWN_WINDOW = env_float("EULER_SERVICE_SCALE_DOWN_WINDOW", 120.0, minimum=1)
-# TESTS ONLY, never in production: a ready replica's instance address is http://<container ip>:<port>, found by
-# asking the local Docker engine, instead of euler-node://<attempt>:<port> (the node path). The e2e tests run
-# web, worker and node agents on one host and use it until the node path's transport is merged.
-EULER_SERVICE_DIRECT_DOCKER = env_bool("EULER_SERVICE_DIRECT_DOCKER", False)
 
 BEAT_SCHEDULE: dict = {
     "services-reconcile": {"task": "services.tasks.reconcile_services", "schedule": EULER_SERVICE_TICK},

@@ -5,15 +5,13 @@ checker (agents/health.py) reach it through the node path (the connection the no
 plane, gateway/tunnel.py), never by dialling the lender's host. docs/architecture.md ("Services", "The node
 tunnel") holds the contract.
 
-EULER_SERVICE_DIRECT_DOCKER (tests only) replaces it with the container's address on the agent's job network,
-read from the local Docker engine, for end-to-end tests that run everything on one host before the node path.
+No other address is ever written: the agent's isolation chain refuses any new connection from the host into a job
+network (nodeagent/egress_plan.py), so even on one host the node path is the only way in.
 """
 
 from __future__ import annotations
 
 import logging
-
-from django.conf import settings
 
 SCHEME = "euler-node"
 log = logging.getLogger(__name__)
@@ -35,25 +33,5 @@ def parse(url: str) -> tuple[int, int] | None:
 
 
 def address(attempt_id: int, port: int, container_id: str = "") -> str | None:
-    """The base URL of the replica's instance; None when it cannot be known yet (direct mode: no container)."""
-    if not settings.EULER_SERVICE_DIRECT_DOCKER:
-        return node_path_url(attempt_id, port)
-    return _docker_address(container_id, port) if container_id else None
-
-
-def _docker_address(container_id: str, port: int) -> str | None:  # pragma: no cover - e2e only
-    """The container's address on its network, by the id its node reported (unique on the engine)."""
-    import docker
-
-    try:
-        client = docker.from_env(timeout=5)
-        try:
-            container = client.containers.get(container_id)
-            for net in (container.attrs.get("NetworkSettings", {}).get("Networks") or {}).values():
-                if net.get("IPAddress"):
-                    return f"http://{net['IPAddress']}:{int(port)}"
-        finally:
-            client.close()
-    except Exception:  # noqa: BLE001 - the next pass tries again
-        log.warning("no address for container %s on the local engine yet", container_id[:12], exc_info=True)
-    return None
+    """The base URL of the replica's instance (`container_id` is unused: the node path needs none)."""
+    return node_path_url(attempt_id, port)

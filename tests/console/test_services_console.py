@@ -8,7 +8,6 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_services_agent_page_shows_its_replicas_and_events(signed_in, project, settings):
-    settings.EULER_SERVICE_DIRECT_DOCKER = False
     spec = {
         "name": "web", "image": "alpine:3.20", "command": ["httpd"], "port": 8080, "cpu_milli": 100,
         "memory_bytes": 64 * 2**20, "replicas": {"min": 2, "max": 2}, "target_concurrency": 10,

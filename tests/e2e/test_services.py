@@ -1,9 +1,9 @@
 """Services end to end (issue 38): web, worker, beat and two real node agents running the replicas' containers.
 
-Until the node path (euler-node://…, engineer `tunnel`) is merged, the replicas are reached directly on the
-agents' job bridge: EULER_SERVICE_DIRECT_DOCKER makes the controller write http://<container ip>:<port> as the
-instance address, and EULER_AGENT_ALLOWED_NETWORKS lets the gateway's SSRF guard dial the bridge's private
-range. Everything else (readiness, rotation, drain, replacement, rolling update, autoscaling) is the real path.
+The replicas are reached through the node path as in production: each instance is euler-node://<attempt>:<port>,
+and the gateway (web) and the readiness probes (worker) reach it over the websocket its agent keeps to the
+control plane (gateway/tunnel.py); the replicas publish no port, and the host cannot dial the job bridge.
+Everything (readiness, rotation, drain, replacement, rolling update, autoscaling) is the real path.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
 SERVICE_ENV = {
     **FAST,
-    "EULER_SERVICE_DIRECT_DOCKER": "true",
-    "EULER_AGENT_ALLOWED_NETWORKS": "172.16.0.0/12,192.168.0.0/16,10.0.0.0/8",
     "EULER_SERVICE_TICK": "0.5",
     "EULER_SERVICE_DRAIN_SECONDS": "3",
     "EULER_GATEWAY_ROUTE_TTL": "0.2",

@@ -143,7 +143,6 @@ def _run(job: Job) -> Attempt:
 
 
 def test_the_controller_runs_replicas_as_jobs_and_rotates_them_in_once_ready(api, settings):
-    settings.EULER_SERVICE_DIRECT_DOCKER = False
     create(api, env={"TOKEN": "s3cret"})
     service = Service.objects.get()
     controller.reconcile_service(service.pk)
@@ -177,7 +176,6 @@ def test_the_controller_runs_replicas_as_jobs_and_rotates_them_in_once_ready(api
 
 
 def test_a_replica_leaves_the_rotation_before_its_job_is_cancelled(api, settings):
-    settings.EULER_SERVICE_DIRECT_DOCKER = False
     settings.EULER_SERVICE_DRAIN_SECONDS = 10
     create(api, replicas={"min": 1, "max": 1})
     service = Service.objects.get()
