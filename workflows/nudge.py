@@ -18,6 +18,7 @@ from django.db import connection
 
 log = logging.getLogger(__name__)
 
+DISPATCH_TASK = "workflows.tasks.webhook_dispatch"
 DEBOUNCE = 0.05  # seconds between two asks from one process
 FLAG_TTL = 30  # seconds: a flag whose pass never started (a lost message) stops blocking asks after this
 
@@ -50,9 +51,9 @@ def on_events_written(**_kwargs) -> None:
         log.warning("webhook dispatch flag unavailable: %s", type(exc).__name__)
         return
     try:
-        from workflows.tasks import webhook_dispatch
+        from celery import current_app
 
-        webhook_dispatch.apply_async()
+        current_app.tasks[DISPATCH_TASK].apply_async()  # by name: workflows.tasks imports this module
     except Exception as exc:  # noqa: BLE001 - the broker being down only delays to beat's tick
         log.warning("webhook dispatch not requested: %s", type(exc).__name__)
 
