@@ -19,6 +19,8 @@ class Action(models.TextChoices):
     NODE_TERMS_CHANGED = "node.terms_changed"
     NODE_CREDENTIAL_ROTATED = "node.credential_rotated"
     NODE_CREDENTIAL_REVOKED = "node.credential_revoked"
+    NODE_RECLAIMED = "node.reclaimed"
+    NODE_RESUMED = "node.resumed"
     ENROLLMENT_TOKEN_CREATED = "enrollment_token.created"
     ENROLLMENT_TOKEN_REVOKED = "enrollment_token.revoked"
     API_KEY_CREATED = "api_key.created"

@@ -19,6 +19,7 @@ urlpatterns = [
     path("nodes/", nodes.nodes, name="nodes"),
     path("lending/", lending.my_machines, name="my-machines"),
     path("lending/<str:name>/terms/", lending.machine_terms, name="machine-terms"),
+    path("lending/<str:name>/reclaim/", lending.machine_reclaim, name="machine-reclaim"),
     path("usage/", usage.usage, name="usage"),
     path("activity/", activity.activity, name="activity"),
     path("jobs/", jobs.job_list, name="jobs"),

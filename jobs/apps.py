@@ -22,3 +22,4 @@ class JobsConfig(AppConfig):
         channel.register_heartbeat_hook(node_hooks.heartbeat_hook)
         signals.node_offline.connect(receivers.on_node_offline, dispatch_uid="jobs.node_offline")
         signals.node_available.connect(receivers.on_node_available, dispatch_uid="jobs.node_available")
+        signals.node_reclaimed.connect(receivers.on_node_reclaimed, dispatch_uid="jobs.node_reclaimed")

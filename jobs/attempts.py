@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from jobs import fencing, retrypolicy, signals, transitions, usage
+from jobs import fencing, retrypolicy, signals, stopping, transitions, usage
 from jobs.models import Attempt, Job
 from jobs.outputs import services as output_services
 from jobs.states import (
@@ -41,6 +41,15 @@ _JOB_STATE_FOR = {
 }
 
 
+def backstop_seconds(job: Job) -> int:
+    """A running attempt's server backstop: its timeout, its stop grace, then EULER_JOB_TIMEOUT_GRACE."""
+    return (
+        job.timeout_seconds
+        + stopping.clamp_grace(None, job_grace=job.stop_grace_seconds)
+        + (settings.EULER_JOB_TIMEOUT_GRACE)
+    )
+
+
 def retry_delay(job: Job, *, retry_number: int) -> float:
     """The job's backoff (its own settings over the operator's defaults), with jitter."""
     default = retrypolicy.Backoff(
@@ -56,9 +65,25 @@ def retry_delay(job: Job, *, retry_number: int) -> float:
 
 
 def _settle_job(job: Job, attempt: Attempt, *, outcome: str, reason: str, exit_code: int | None, now) -> None:
-    """After the job's current attempt ended: retry it (with backoff) when the policy says so, else end it."""
+    """After the job's current attempt ended: retry it (with backoff) when the policy says so, else end it. An
+    attempt stopped to be requeued (reclaimed, preempted: jobs/stopping.py) requeues at once, no retry spent."""
     if job.state not in ACTIVE or job.current_attempt_id != attempt.pk:
         return  # cancelled meanwhile, or already moved on
+    if outcome in stopping.REQUEUED:
+        stop = stopping.stop_of({f: getattr(attempt, f) for f in stopping.STOP_FIELDS})
+        note, pending = stopping.requeue_note(attempt=attempt, stop=stop, outcome=outcome)
+        transitions.move(
+            job,
+            JobState.QUEUED,
+            attempt=attempt,
+            why=outcome,
+            note=note,
+            now=now,
+            current_attempt=None,
+            not_before=None,
+            pending_reason=pending,
+        )
+        return
     category = retry_category(attempt_state=outcome, reason=reason)
     why = retrypolicy.retry_reason(retry_on=job.retry_on, category=category, reason=reason, exit_code=exit_code)
     if why and job.retries_used < job.max_retries:
@@ -93,8 +118,16 @@ def _settle_job(job: Job, attempt: Attempt, *, outcome: str, reason: str, exit_c
 def end_attempt(
     attempt_id: int, job_id: int, *, outcome: str, reason: str, exit_code=None, message="", now, **extra
 ) -> bool:
-    """End an active attempt (conditional UPDATE) and settle its job; False when it had already ended."""
+    """End an active attempt (conditional UPDATE) and settle its job; False when it had already ended. A stop asked
+    of it (jobs/stopping.py) decides how it ends, whoever ends it."""
     job = transitions.lock(job_id)
+    row = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).values(*stopping.STOP_FIELDS).first()
+    if row is None or job is None:
+        return False
+    stop = stopping.stop_of(row)
+    outcome, reason = stopping.ending(stop=stop, outcome=outcome, reason=reason)
+    if stop is not None:
+        extra.pop("stop_reason", None)  # the first stop asked stays the one recorded
     updated = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).update(
         state=outcome, reason=reason, exit_code=exit_code, message=message[:2000], ended_at=now, **extra
     )
@@ -117,7 +150,10 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
     attempt = fencing.attempt_for(node=node, attempt_id=attempt_id, right=fencing.Right.REPORT, lock=fencing.Lock.JOB)
     job = attempt.job
     if report.state == "running":
-        deadline = now + timedelta(seconds=job.timeout_seconds + settings.EULER_JOB_TIMEOUT_GRACE)
+        # The agent stops a job at its timeout with its grace (SIGTERM, grace, SIGKILL): the backstop waits for both.
+        deadline = now + timedelta(seconds=backstop_seconds(job))
+        if attempt.stop_reason:  # a stop asked before it started: its own, earlier deadline stays
+            deadline = min(deadline, attempt.deadline_at or deadline)
         ran_under = {"runtime": report.runtime} if report.runtime else {}  # what the node started it with
         updated = Attempt.objects.filter(pk=attempt.pk, state=AttemptState.ASSIGNED).update(
             state=AttemptState.RUNNING,
@@ -259,9 +295,14 @@ def attempt_gone(*, attempt_id: int, now: datetime | None = None) -> bool:
     row = Attempt.objects.filter(pk=attempt_id).values("job_id", "stop_reason").first()
     if row is None:
         return False
-    outcome = AttemptState.FAILED if row["stop_reason"] == "timeout" else AttemptState.CANCELLED
+    # The stop recorded on the row decides the outcome (jobs.stopping.ending, in end_attempt).
     return end_attempt(
-        attempt_id, row["job_id"], outcome=outcome, reason=row["stop_reason"] or "cancelled", message="stopped", now=now
+        attempt_id,
+        row["job_id"],
+        outcome=AttemptState.CANCELLED,
+        reason=row["stop_reason"] or "cancelled",
+        message="stopped",
+        now=now,
     )
 
 

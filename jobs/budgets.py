@@ -8,10 +8,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import attempts, usage
+from jobs import stopping, transitions, usage
 from jobs.models import Attempt
 from jobs.states import ATTEMPT_ACTIVE, AttemptState
-from jobs.wakeups import wake_on_commit
 from quotas.models import Project, Quota
 from quotas.selectors import project_usage
 
@@ -48,17 +47,22 @@ def enforce_budgets(*, now: datetime | None = None) -> int:
         if "cpu_core_seconds" not in over:
             victims = victims.exclude(gpu_uuids=[])
         resource = "CPU core-seconds" if "cpu_core_seconds" in over else "GPU-seconds"
-        for attempt_id, job_id, node_id in victims.values_list("pk", "job_id", "node_id"):
+        for attempt_id, job_id in victims.values_list("pk", "job_id"):
             with transaction.atomic():
-                if attempts.end_attempt(
-                    attempt_id,
-                    job_id,
-                    outcome=AttemptState.FAILED,
-                    reason="quota_exceeded",
+                job = transitions.lock(job_id)
+                attempt = Attempt.objects.filter(pk=attempt_id).first() if job is not None else None
+                if attempt is None:
+                    continue
+                attempt.job = job
+                # SIGTERM, its grace, SIGKILL; the attempt then fails `quota_exceeded` (jobs/stopping.py).
+                if stopping.request_stop(
+                    attempt,
+                    reason=stopping.Reason.BUDGET,
+                    requeue=False,
+                    count_as_failure=True,
+                    by="budget",
                     message=f"the project used its {resource} budget for this period",
                     now=now,
-                    stop_reason="quota_exceeded",
                 ):
                     stopped += 1
-                    wake_on_commit(node_id)
     return stopped

@@ -25,6 +25,9 @@ EULER_JOB_RETRY_BACKOFF = env_float("EULER_JOB_RETRY_BACKOFF", 2.0, minimum=0)
 EULER_JOB_RETRY_BACKOFF_MAX = env_float("EULER_JOB_RETRY_BACKOFF_MAX", 300.0, minimum=0)
 # Server backstop: an attempt still active this long after its timeout is failed `timeout`.
 EULER_JOB_TIMEOUT_GRACE = env_int("EULER_JOB_TIMEOUT_GRACE", 60, minimum=0)
+# The longest stop grace a job may ask for (`stop_grace_seconds`: SIGTERM, the grace, SIGKILL; jobs/stopping.py), and
+# the longest a reclaim may give; a job asking more is refused 400 invalid_stop_grace.
+EULER_MAX_STOP_GRACE = env_int("EULER_MAX_STOP_GRACE", 600, minimum=0, maximum=3600)
 # Extra time an assigned attempt gets to start (image pull) before the backstop counts.
 EULER_JOB_START_GRACE = env_int("EULER_JOB_START_GRACE", 900, minimum=0)
 # An assignment or stop command not acted on is handed to the node again after this many seconds.

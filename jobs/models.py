@@ -31,6 +31,12 @@ class Job(models.Model):
     gpu_model = models.CharField(max_length=128, blank=True, default="")
     gpu_min_memory_bytes = models.BigIntegerField(default=0)
     timeout_seconds = models.IntegerField()
+    # Every stop (cancel, timeout, reclaim, preemption, budget): SIGTERM, this many seconds, then SIGKILL
+    # (jobs/stopping.py; at most EULER_MAX_STOP_GRACE). A timeout warning: `warn_signal` this long before the
+    # timeout (0: none).
+    stop_grace_seconds = models.IntegerField(default=30)
+    warn_before_timeout_seconds = models.IntegerField(default=0)
+    warn_signal = models.CharField(max_length=10, default="SIGUSR1")
     region = models.CharField(max_length=63, blank=True, default="")
     node_selector = models.JSONField(default=dict, blank=True)
     max_retries = models.IntegerField(default=1)
@@ -114,6 +120,12 @@ class Attempt(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)  # handed to the node through the poll
     stop_reason = models.CharField(max_length=32, blank=True, default="")  # the node must stop the container
     stop_sent_at = models.DateTimeField(null=True, blank=True)
+    # How the stop asked (jobs/stopping.py) ends the attempt: its grace (None: the job's), whether its job goes back
+    # to the queue without spending a retry, whether it counts as a failure, and who or what asked.
+    stop_grace = models.IntegerField(null=True, blank=True)
+    stop_requeue = models.BooleanField(default=False)
+    stop_failure = models.BooleanField(default=False)
+    stop_by = models.CharField(max_length=150, blank=True, default="")
     log_bytes = models.BigIntegerField(default=0)
     log_truncated = models.BooleanField(default=False)
     # Usage is booked up to this instant (compare-and-set), so each second is counted exactly once.

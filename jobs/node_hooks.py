@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs import stopping
 from jobs.models import Attempt, Job
 from jobs.outputs import selectors as output_selectors
 from jobs.states import ATTEMPT_ACTIVE, AttemptState
@@ -43,7 +44,15 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         isolation=attempt.isolation,
         array_index=job.array_index,
         array_count=job.array.count if job.array_id else None,
+        stop_grace_seconds=stopping.clamp_grace(None, job_grace=job.stop_grace_seconds),
+        warn_before_timeout_seconds=job.warn_before_timeout_seconds,
+        warn_signal=job.warn_signal,
     )
+
+
+def _stop_command(attempt_id: int, reason: str, grace: int | None) -> protocol.Command:
+    """A stop order (jobs/stopping.py): its reason and grace (None: the agent uses the assignment's)."""
+    return protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason, grace=grace)
 
 
 def _outstanding() -> Q:
@@ -93,15 +102,15 @@ def poll_provider(node) -> channel.Work:
             Attempt.objects.filter(node=node)
             .exclude(stop_reason="")
             .filter(Q(stop_sent_at__isnull=True) | Q(state__in=ATTEMPT_ACTIVE))
-            .values_list("pk", "stop_reason", "stop_sent_at")
+            .values_list("pk", "stop_reason", "stop_sent_at", "stop_grace")
             .order_by("pk")
         )
         sent = []
-        for attempt_id, reason, sent_at in stops:
+        for attempt_id, reason, sent_at, grace in stops:
             if sent_at is not None and sent_at >= again:
                 later.append(sent_at)
                 continue
-            commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
+            commands.append(_stop_command(attempt_id, reason, grace))
             sent.append(attempt_id)
         if sent:
             Attempt.objects.filter(pk__in=sent).update(stop_sent_at=now)
@@ -122,7 +131,14 @@ def heartbeat_hook(node, hb: protocol.Heartbeat) -> channel.Commands:
         rows = {
             row["pk"]: row
             for row in Attempt.objects.filter(pk__in=listed).values(
-                "pk", "node_id", "state", "stop_reason", "job__current_attempt_id", "started_at", "metered_until"
+                "pk",
+                "node_id",
+                "state",
+                "stop_reason",
+                "stop_grace",
+                "job__current_attempt_id",
+                "started_at",
+                "metered_until",
             )
         }
         for attempt_id in sorted(listed):
@@ -135,7 +151,7 @@ def heartbeat_hook(node, hb: protocol.Heartbeat) -> channel.Commands:
             )
             if not current or row["stop_reason"]:
                 reason = (row or {}).get("stop_reason") or "stale_attempt"
-                commands.append(protocol.Command(type="stop_attempt", attempt_id=attempt_id, reason=reason))
+                commands.append(_stop_command(attempt_id, reason, (row or {}).get("stop_grace")))
             elif row["state"] == AttemptState.RUNNING and usage.meter_due(row, now):
                 usage.meter(attempt_id=attempt_id, until=now)  # accrue while it runs, every METER_EVERY
     stopped_before = now - timedelta(seconds=2)

@@ -64,7 +64,7 @@ def project_share(*, project) -> dict:
     from nodes.models import Approval, Node
 
     capacity = [0.0, 0.0, 0.0]
-    usable = Node.objects.filter(approval=Approval.APPROVED, online=True, draining=False).filter(
+    usable = Node.objects.filter(approval=Approval.APPROVED, online=True, draining=False, reclaimed_at=None).filter(
         Q(trust="platform") | Q(trust="community", public_pool=True) | Q(owner_project=project)
     )  # the rows fairshare.pool_capacity counts for this project, filtered in the database
     for cpu, mem, gpus in usable.values_list("cpu_milli", "memory_bytes", "gpus"):

@@ -9,11 +9,11 @@ from django.utils import timezone
 
 import audit
 from euler.errors import Conflict, NotFound
-from jobs import transitions, usage
+from jobs import stopping, transitions, usage
 from jobs.models import Job
 from jobs.outputs import inputs as output_inputs
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, TERMINAL, JobState
-from jobs.wakeups import schedule_on_commit, wake_on_commit
+from jobs.wakeups import schedule_on_commit
 from quotas import scoped
 
 log = logging.getLogger(__name__)
@@ -67,12 +67,16 @@ def job_cancel(*, job_id: int, project, by=None) -> Job:
         job, JobState.CANCELLED, attempt=attempt, why="cancelled", note="cancelled by user", reason="cancelled"
     )
     audit.record("job.cancelled", project=project, target=f"job:{job.pk}", details={"name": job.name}, by=by)
-    if attempt is not None:
-        # The attempt keeps its resources until the node says the container is gone.
-        scoped.attempts(project=project).filter(pk=attempt.pk, state__in=ATTEMPT_ACTIVE, stop_reason="").update(
-            stop_reason="cancelled"
+    if attempt is not None and attempt.is_active:
+        # The attempt keeps its resources until the node says the container is gone (SIGTERM, its grace, SIGKILL).
+        attempt.job = job
+        stopping.request_stop(
+            attempt,
+            reason=stopping.Reason.CANCEL,
+            requeue=False,
+            count_as_failure=False,
+            by=getattr(by, "username", None) or "user",
         )
-        wake_on_commit(attempt.node_id)
     return job
 
 

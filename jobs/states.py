@@ -23,6 +23,9 @@ class AttemptState(models.TextChoices):
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
     LOST = "lost", "Lost"
+    # Stopped by Euler or the node's lender and requeued without spending the job's retry budget (jobs/stopping.py).
+    RECLAIMED = "reclaimed", "Reclaimed by its lender"
+    PREEMPTED = "preempted", "Preempted"
 
 
 class Pool(models.TextChoices):
@@ -55,7 +58,16 @@ TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, J
 ACTIVE = frozenset({JobState.ASSIGNED, JobState.RUNNING})  # a job holding an attempt on a node
 IN_SLOT = frozenset({JobState.QUEUED, JobState.ASSIGNED, JobState.RUNNING})  # counts against array parallelism
 ATTEMPT_ACTIVE = frozenset({AttemptState.ASSIGNED, AttemptState.RUNNING})  # holds node resources
-ATTEMPT_ENDED = frozenset({AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED, AttemptState.LOST})
+ATTEMPT_ENDED = frozenset(
+    {
+        AttemptState.SUCCEEDED,
+        AttemptState.FAILED,
+        AttemptState.CANCELLED,
+        AttemptState.LOST,
+        AttemptState.RECLAIMED,
+        AttemptState.PREEMPTED,
+    }
+)
 
 # The allowed moves. `queued` after an active state is an automatic retry; after a terminal one, a
 # manual retry (`waiting` for an array task whose array runs its parallelism already). `waiting` → `queued`

@@ -275,13 +275,26 @@ def _cancel_rows(jobs: list[Job], *, why: str, note: str, now: datetime) -> list
     if stopping:
         from jobs.wakeups import wake_nodes
 
+        # Each with its job's grace (jobs/stopping.py: SIGTERM, grace, SIGKILL); the batch in one statement per grace.
         attempts = Attempt.objects.filter(pk__in=stopping, state__in=ATTEMPT_ACTIVE, stop_reason="")
         nodes = sorted(set(attempts.exclude(node__isnull=True).values_list("node_id", flat=True)))
-        attempts.update(stop_reason="cancelled")
+        graces = {job.current_attempt_id: job.stop_grace_seconds for job in jobs if job.current_attempt_id}
+        by_grace: dict[int, list[int]] = {}
+        for attempt_id in stopping:
+            by_grace.setdefault(_grace(graces.get(attempt_id)), []).append(attempt_id)
+        for grace, ids in by_grace.items():
+            attempts.filter(pk__in=ids).update(stop_reason="cancelled", stop_grace=grace, stop_by=why[:150])
         transaction.on_commit(lambda: wake_nodes(nodes))
     moves = [(job.pk, JobState.CANCELLED) for job in jobs]
     transaction.on_commit(lambda: _send(moves))
     return jobs
+
+
+def _grace(job_grace: int | None) -> int:
+    """The job's stop grace within the operator's maximum (as jobs.stopping.clamp_grace, which builds on this module)."""
+    from django.conf import settings
+
+    return max(0, min(30 if job_grace is None else job_grace, settings.EULER_MAX_STOP_GRACE))
 
 
 def admit(array, *, now: datetime) -> int:

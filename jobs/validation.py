@@ -8,6 +8,7 @@ from euler.errors import InvalidInput
 from jobs import retrypolicy
 from jobs.outputs import rules as output_rules
 from nodeagent import gpumatch, imageref
+from nodeagent.protocol import DEFAULT_STOP_GRACE_SECONDS, WARN_SIGNALS
 
 MIB = 1024 * 1024
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -159,6 +160,29 @@ def merge_gpus(spec: dict, *, given: set[str]) -> dict:
 
 def timeout_seconds(value) -> int:
     return _int(value, code="invalid_timeout", low=1, high=MAX_TIMEOUT, what="timeout_seconds")
+
+
+def stop_grace_seconds(value) -> int:
+    """SIGTERM, this many seconds, SIGKILL, at every stop (jobs/stopping.py); at most the operator's maximum."""
+    from django.conf import settings
+
+    return _int(value, code="invalid_stop_grace", low=0, high=settings.EULER_MAX_STOP_GRACE, what="stop_grace_seconds")
+
+
+def warn_before_timeout_seconds(value) -> int:
+    return _int(value, code="invalid_warn_before_timeout", low=0, high=MAX_TIMEOUT, what="warn_before_timeout_seconds")
+
+
+def warn_signal(value) -> str:
+    if not isinstance(value, str) or value.upper() not in WARN_SIGNALS:
+        raise InvalidInput(f"warn_signal must be one of {', '.join(sorted(WARN_SIGNALS))}.", code="invalid_warn_signal")
+    return value.upper()
+
+
+def default_stop_grace() -> int:
+    from django.conf import settings
+
+    return min(DEFAULT_STOP_GRACE_SECONDS, settings.EULER_MAX_STOP_GRACE)
 
 
 def max_retries(value) -> int:
@@ -313,6 +337,9 @@ FIELDS = {
     "gpu_count": (gpu_count, lambda: 0),
     "gpus": (gpus, lambda: None),  # folded into gpu_count, gpu_model, gpu_min_memory_bytes (merge_gpus)
     "timeout_seconds": (timeout_seconds, None),
+    "stop_grace_seconds": (stop_grace_seconds, default_stop_grace),
+    "warn_before_timeout_seconds": (warn_before_timeout_seconds, lambda: 0),
+    "warn_signal": (warn_signal, lambda: "SIGUSR1"),
     "env": (env, dict),
     "region": (region, str),
     "node_selector": (node_selector, dict),

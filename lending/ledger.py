@@ -1,7 +1,8 @@
 """The lenders' ledger: each ended attempt's figures (pure), and the one writer that records them once.
 
 Credit: work that ended normally (succeeded or failed by its own exit) or that Euler stopped (cancel, timeout,
-budget, a window's end) is credited; work lost because the node vanished (or its GPU failed under it) is not.
+budget, a window's end, a preemption by a higher class) is credited; work lost because the node vanished (or its GPU
+failed under it) is not, nor work its lender took back (a reclaim: the job starts again elsewhere).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 GIB = 1024**3
-NOT_CREDITED = frozenset({"lost"})  # attempt outcomes that earn no credit
+NOT_CREDITED = frozenset({"lost", "reclaimed"})  # attempt outcomes that earn no credit
 GPU_FAULT_REASONS = frozenset({"gpu_error"})
 
 

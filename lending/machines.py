@@ -40,6 +40,8 @@ def lender_of(node_id: int):
 def node_state(node) -> str:
     if node.approval != "approved":
         return node.approval
+    if node.reclaimed_at is not None:
+        return "reclaimed"
     if node.draining:
         return "draining"
     return "online" if node.online else "offline"
@@ -144,6 +146,11 @@ def machines(user, *, now: datetime) -> list[dict]:
                     "lost_attempts": c.get("lost", 0),
                     "reclaims": c.get("reclaims", 0),
                     "gpu_faults": c.get("gpu_faults", 0) + gpu_events.get(node.pk, 0),
+                },
+                "reclaim": {
+                    "reclaimed_at": node.reclaimed_at.isoformat() if node.reclaimed_at else None,
+                    "reclaimed_by": node.reclaimed_by,
+                    "count": node.reclaim_count,
                 },
                 "reliability": scores.get(node.pk),
                 "daily": hours.get(node.pk, empty),

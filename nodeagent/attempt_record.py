@@ -73,6 +73,6 @@ class AttemptRecord:
         self.stop_asked.set()  # a reader waiting for room lets go: the engine cannot stop an unread attach
         cid = self.record.get("container_id")
         if cid:
-            self.ex.runner.stop(cid, grace=self.ex.stop_grace)
+            self._stop_container(cid, "stale_attempt")  # the one stop path: its reason, its grace (attempt_stop)
             self.ex.runner.remove(cid)
         self._forget()

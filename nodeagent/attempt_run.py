@@ -6,8 +6,13 @@ ended, the engine log's first timestamp: nodeagent/attempt_logs.py), the exit wa
 nodeagent/attempt_exit.py), the heartbeat and the poll (stop), the disk guard (past its limit). Reports are
 `protocol.AttemptReport`s, validated before they are sent (the record and reports: nodeagent/attempt_record.py).
 
-Other features attach at the hooks (`_before_create`, `_before_start`, `_after_start`, `_after_exit`,
-`_on_finish`), which do nothing here.
+Other features attach at the hooks (`_before_create`, `_before_start`, `_after_start`, `_before_kill`,
+`_after_exit`, `_on_finish`), which do nothing here.
+
+Every stop (cancel, timeout, reclaim, preemption, budget, a fenced attempt) takes one path,
+nodeagent/attempt_stop.py: the reason in /run/euler/stop, SIGTERM, `_before_kill`, the rest of the attempt's grace
+(the stop command's, else its assignment's `stop_grace_seconds`), SIGKILL. A timeout warning (`warn_signal`,
+`warn_before_timeout_seconds` ahead) is sent once, from the same loop that enforces the deadline.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import contextlib
 import threading
 import time
 
-from nodeagent import protocol
+from nodeagent import attempt_stop, protocol
 from nodeagent.attempt_exit import NEVER_STARTED, VANISHED, Exit, end_reason, init_exec_failure, wait_for_exit
 from nodeagent.attempt_logs import OutputReader
 from nodeagent.attempt_phase import TERMINAL, WIRE_STATE, Phase, advance, wire_state
@@ -28,7 +33,16 @@ from nodeagent.logship import LogShipper, Stale
 from nodeagent.outputs import hooks as outputs
 
 LOOP_SECONDS = 0.05
-REASONS = {"timeout": "timeout", "cancelled": "cancelled", "disk_limit": "disk_limit", "gpu_error": "gpu_error"}
+# The `ended` report's reason for a stop asked for this reason (anything else: cancelled).
+REASONS = {
+    "timeout": "timeout",
+    "cancelled": "cancelled",
+    "disk_limit": "disk_limit",
+    "gpu_error": "gpu_error",
+    "reclaim": "reclaimed",
+    "preempt": "preempted",
+    "quota_exceeded": "quota_exceeded",
+}
 
 
 class AttemptRun(AttemptStart, AttemptRecord):
@@ -42,7 +56,10 @@ class AttemptRun(AttemptStart, AttemptRecord):
         self._wire = wire_state(Phase.CREATED)
         self.exit_code: int | None = None
         self.stop_reason: str | None = None
+        self.stop_asked_reason = ""  # the stop's reason as asked (the word in /run/euler/stop)
         self.stop_message = ""
+        self.stop_grace: int | None = None  # the stop command's grace
+        self._waiting_exit = False  # the exit waiter runs: `exited` will be set
         self.stale = False
         self._exit: Exit | None = None
         self._output_ended = False
@@ -74,8 +91,8 @@ class AttemptRun(AttemptStart, AttemptRecord):
             exit_code=self.exit_code,
         )
 
-    def request_stop(self, reason: str, message: str = "") -> None:
-        self.inbox.put(StopAsked(reason, message))
+    def request_stop(self, reason: str, message: str = "", grace: int | None = None) -> None:
+        self.inbox.put(StopAsked(reason, message, grace))
         self.stop_asked.set()
 
     def disk_exceeded(self, message: str) -> None:
@@ -105,6 +122,11 @@ class AttemptRun(AttemptStart, AttemptRecord):
     def _after_start(self, cid: str) -> None:
         """The container runs (or ran: adopted after a restart); its output is being read."""
         self.ex.watch_gpus(self)  # GPU health and per-job figures (nodeagent/gpuwatch.py)
+
+    def _before_kill(self, cid: str, reason: str, kill_at: float) -> None:
+        """A stop asked (`reason` as the server or the agent said it): the container has its stop file and SIGTERM and
+        may still run; this returns by `kill_at` (time.monotonic()), when it gets SIGKILL whatever this does. Runs
+        on the stop's own thread (nodeagent/attempt_stop.py), beside the owner thread shipping the job's output."""
 
     def _after_exit(self, cid: str, exit_: Exit) -> dict:
         """The container ended on its own or was stopped (not vanished), its output shipped: extra fields of the
@@ -151,7 +173,7 @@ class AttemptRun(AttemptStart, AttemptRecord):
     def _take_signals(self) -> None:
         for signal in self.inbox.take():
             if isinstance(signal, StopAsked):
-                self._stop(signal.reason, signal.message)
+                self._stop(signal.reason, signal.message, signal.grace)
             elif isinstance(signal, OutputEnded):
                 self._output_ended = True
             elif isinstance(signal, Exited):
@@ -159,14 +181,51 @@ class AttemptRun(AttemptStart, AttemptRecord):
             elif isinstance(signal, FirstEntry):
                 self._save(log_first_ts=signal.ts)
 
-    def _stop(self, reason: str, message: str = "") -> None:
+    def _stop(self, reason: str, message: str = "", grace: int | None = None) -> None:
         """The first reason asked is the one reported; a fenced attempt is discarded at the next check."""
         if reason == "stale_attempt":
             self.stale = True
         if self.stop_reason is None:
             self.stop_reason = REASONS.get(reason, "cancelled")
+            self.stop_asked_reason = reason
             self.stop_message = message
+            self.stop_grace = grace
         self.stop_asked.set()
+
+    def grace(self) -> int:
+        """This attempt's stop grace: the stop command's, else its job's (the assignment, or the record when
+        adopted), else the agent's fallback."""
+        assigned = self.assignment.stop_grace_seconds if self.assignment is not None else self.record.get("stop_grace")
+        return attempt_stop.grace_for(command=self.stop_grace, assignment=assigned, fallback=self.ex.stop_grace)
+
+    def _stop_container(self, cid: str, reason: str) -> None:
+        """The one stop path (nodeagent/attempt_stop.py), on a thread of its own."""
+        attempt_stop.stop_container(
+            self.ex.runner,
+            cid,
+            reason=reason,
+            grace=self.grace(),
+            exited=self.exited if self._waiting_exit else None,
+            before_kill=self._before_kill,
+            attempt_id=self.attempt_id,
+        )
+
+    def _warn(self, cid: str) -> None:
+        """The timeout warning, once (the record says it was sent: an adopting agent does not send it again)."""
+        name = self.assignment.warn_signal if self.assignment is not None else self.record.get("warn_signal", "")
+        sig = attempt_stop.warn_signal(name)
+        self._save(warned=True)
+        if sig is None:
+            return
+        self.ex.log.info("attempt %s: %s s before its timeout: %s", self.attempt_id, self._warn_before(), sig)
+        threading.Thread(
+            target=self.ex.runner.signal, args=(cid, sig), daemon=True, name=f"euler-warn-{self.attempt_id}"
+        ).start()
+
+    def _warn_before(self) -> int:
+        if self.assignment is not None:
+            return int(self.assignment.warn_before_timeout_seconds)
+        return int(self.record.get("warn_before", 0) or 0)
 
     def _follow(self, *, fresh: bool) -> None:
         runner, cid = self.ex.runner, self.record["container_id"]
@@ -196,6 +255,7 @@ class AttemptRun(AttemptStart, AttemptRecord):
             self.reader = self._reader(cid)
             self.reader.start()
         # The exit is waited for from now on: a short job's end is known by the time the control plane answers.
+        self._waiting_exit = True
         threading.Thread(target=self._wait_exit, args=(cid,), daemon=True, name=f"euler-exit-{self.attempt_id}").start()
         if not self.record.get("running_reported"):
             if fresh:
@@ -267,10 +327,17 @@ class AttemptRun(AttemptStart, AttemptRecord):
             # agent watched: its exit code is the report, never `timeout`.
             if deadline and time.time() >= deadline and not self.stop_asked.is_set() and self.phase is not Phase.EXITED:
                 self._stop("timeout")
+            elif self.phase is Phase.RUNNING and attempt_stop.warn_due(
+                now=time.time(), deadline=deadline, warn_before=self._warn_before(), warned=self.record.get("warned")
+            ):
+                self._warn(cid)
             if self.stop_reason is not None and self.phase is Phase.RUNNING:
                 self._move(Phase.STOPPING)
                 threading.Thread(
-                    target=self.ex.runner.stop, args=(cid,), kwargs={"grace": self.ex.stop_grace}, daemon=True
+                    target=self._stop_container,
+                    args=(cid, self.stop_asked_reason or "cancelled"),
+                    daemon=True,
+                    name=f"euler-stop-{self.attempt_id}",
                 ).start()
             if self.stale:
                 raise Stale("stale_attempt")

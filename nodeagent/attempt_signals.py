@@ -13,6 +13,7 @@ from nodeagent.attempt_exit import Exit
 class StopAsked:
     reason: str  # as the server or the guard said it: cancelled | timeout | stale_attempt | disk_limit | …
     message: str = ""
+    grace: int | None = None  # the stop command's grace (None: the assignment's)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,10 @@ class AttemptStart:
         self.record["disk_bytes"] = a.disk_bytes
         outputs.remember(self)
         self.record["gpu_uuids"] = list(a.gpu_uuids)
+        # How it stops (nodeagent/attempt_stop.py), for an agent that adopts it: its grace and timeout warning.
+        self.record["stop_grace"] = a.stop_grace_seconds
+        self.record["warn_before"] = a.warn_before_timeout_seconds
+        self.record["warn_signal"] = a.warn_signal
         self.record["deadline"] = time.time() + a.timeout_seconds  # made exact once the container has started
         self._save()
         self._take_signals()

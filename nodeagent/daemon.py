@@ -326,6 +326,10 @@ def parse_args(argv: list[str], env) -> dict:
 
 
 def main(env=None, argv: list[str] | None = None) -> int:
+    if argv and argv[0] in ("reclaim", "resume"):  # euler-node reclaim [--grace S] | resume (nodeagent/reclaim_cli.py)
+        from nodeagent import reclaim_cli
+
+        return reclaim_cli.main(argv, env)
     if argv:
         env = parse_args(argv, env)
     level = ((env or os.environ).get("EULER_LOG_LEVEL") or "INFO").upper()

@@ -18,7 +18,7 @@ from urllib3.exceptions import ProtocolError
 
 from nodeagent import protocol
 
-STOP_GRACE_SECONDS = 10
+STOP_GRACE_SECONDS = protocol.DEFAULT_STOP_GRACE_SECONDS  # when no grace is given
 
 
 class RunnerError(Exception):
@@ -315,6 +315,29 @@ class DockerRunner:
             self.client.api.stop(container_id, timeout=grace)
         except derrors.NotFound:
             pass
+
+    def signal(self, container_id: str, sig: str) -> None:
+        """Send `sig` to the container's init (which passes it to the job); nothing if it is gone or not running."""
+        try:
+            self.client.api.kill(container_id, signal=sig)
+        except derrors.NotFound:
+            pass
+        except derrors.APIError as exc:
+            if exc.status_code != 409:  # 409: not running (it exited meanwhile)
+                raise
+
+    def write_stop_file(self, container_id: str, word: str) -> None:
+        """Put the stop reason at /run/euler/stop (protocol.STOP_FILE) in the running container."""
+        from nodeagent.attempt_stop import stop_file_archive
+
+        api = self.client.api
+        try:
+            if api.put_archive(container_id, "/run", stop_file_archive(word, under_run=True)):
+                return
+        except derrors.NotFound as exc:
+            if "No such container" in str(exc):
+                return
+        api.put_archive(container_id, "/", stop_file_archive(word, under_run=False))  # an image without /run
 
     def remove(self, container_id: str) -> None:
         try:

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from nodeagent import protocol, state
+from nodeagent import attempt_stop, protocol, state
 from nodeagent.attempt_phase import Phase
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
@@ -72,10 +72,9 @@ class Executor(ExecutorGpus, ExecutorStart):
         self.owner = owner or state.owner_id(self.state_dir)
         self.log = logger or logging.getLogger("euler.nodeagent.executor")
         self.runner = runner or DockerRunner()
-        # SIGTERM → this many seconds → SIGKILL when stopping a container (cancel, timeout, fencing).
-        self.stop_grace = (
-            stop_grace if stop_grace is not None else int(env_number("EULER_AGENT_STOP_GRACE", 10, 0, 3600))
-        )
+        # Each stop's grace comes with it (the stop command, else the assignment's stop_grace_seconds: the job's,
+        # capped by the operator); this is the fallback where neither says (a stray container, an old record).
+        self.stop_grace = stop_grace if stop_grace is not None else protocol.DEFAULT_STOP_GRACE_SECONDS
         self.log_flush_seconds = env_number("EULER_AGENT_LOG_FLUSH_SECONDS", 0.2, 0.01, 10)
         self.max_spool_bytes = max_spool_bytes or int(
             env_number("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES, 1 << 20, 1 << 40)
@@ -166,9 +165,9 @@ class Executor(ExecutorGpus, ExecutorStart):
         with self._lock:
             run = self._runs.get(command.attempt_id)
         if run is not None:
-            run.request_stop(command.reason or "cancelled")
+            run.request_stop(command.reason or "cancelled", grace=command.grace)
             return
-        self._background(self._remove_attempt_container, command.attempt_id)
+        self._background(self._remove_attempt_container, command.attempt_id, command.reason, command.grace)
 
     def tick(self) -> None:
         if self.closing.is_set() or time.monotonic() < self._next_reap:
@@ -251,10 +250,18 @@ class Executor(ExecutorGpus, ExecutorStart):
         finally:
             self._reaping = False
 
-    def _remove_attempt_container(self, attempt_id: int) -> None:
+    def _remove_attempt_container(self, attempt_id: int, reason: str = "", grace: int | None = None) -> None:
         found = self.runner.find_attempt(owner=self.owner, attempt_id=attempt_id)
         if found is not None:
-            self.runner.stop(found.container_id, grace=self.stop_grace)
+            if not found.finished:  # the one stop path (nodeagent/attempt_stop.py), no attempt here to wait on
+                attempt_stop.stop_container(
+                    self.runner,
+                    found.container_id,
+                    reason=reason or "stale_attempt",
+                    grace=attempt_stop.grace_for(command=grace, assignment=None, fallback=self.stop_grace),
+                    exited=None,
+                    attempt_id=attempt_id,
+                )
             self.runner.remove(found.container_id)
         self._forget_files(attempt_id)
 

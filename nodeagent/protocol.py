@@ -42,6 +42,10 @@ PATH_ATTEMPT_LOGS = "attempts/{attempt_id}/logs"
 # POST by an agent that stops and leaves its jobs' containers running for its next start to adopt (Leaving): the
 # server holds those attempts from being lost while the node is offline, for a while (LeavingReply.hold_seconds).
 PATH_LEAVING = "leaving"
+# POST by `euler-node reclaim` / `euler-node resume` on the host (the lender takes the machine back, or gives it
+# again): {"grace": S} optional on reclaim. A node lifts only its own reclaim, never its lender's or the operator's.
+PATH_RECLAIM = "reclaim"
+PATH_RESUME = "resume"
 # Outputs (issue 24). The agent collects an ended container's declared paths into its spool, POSTs the manifest
 # (OutputManifest) to PATH_ATTEMPT_OUTPUTS and gets an OutputsPlan: per accepted file either "chunks" (PUT raw bytes
 # to PATH_ATTEMPT_OUTPUT_FILE with `Content-Range: bytes START-END/SIZE`, at most MAX_OUTPUT_CHUNK_BYTES each,
@@ -204,10 +208,36 @@ class LeavingReply(Lenient):
     hold_seconds: float = 0.0  # lost after this long unless a heartbeat from the node comes back first
 
 
+# Why a stop was asked (Command.reason), and the word the container reads in STOP_FILE (and EULER_STOP_REASON's
+# description in docs/api.md). An unknown reason reads `stop`.
+STOP_WORDS = {
+    "cancelled": "cancel",
+    "timeout": "timeout",
+    "quota_exceeded": "budget",
+    "reclaim": "reclaim",
+    "preempt": "preempt",
+    "node_draining": "drain",
+    "stale_attempt": "stale",
+    "disk_limit": "disk_limit",
+    "gpu_error": "gpu_error",
+}
+STOP_FILE = "/run/euler/stop"  # written in the container before SIGTERM: one word of STOP_WORDS and a newline
+DEFAULT_STOP_GRACE_SECONDS = 30  # a stop's grace when neither the command nor the assignment says (older servers)
+MAX_STOP_GRACE_SECONDS = 3600  # what any agent waits at most between SIGTERM and SIGKILL, whatever a server says
+# Signals a job may ask for as its timeout warning (Assignment.warn_signal): the agent sends no other.
+WARN_SIGNALS = frozenset({"SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGWINCH"})
+
+
+def stop_word(reason: str) -> str:
+    return STOP_WORDS.get(reason, "stop")
+
+
 class Command(Lenient):
     type: Literal["stop_attempt"]
     attempt_id: int
-    reason: str = ""  # cancelled | timeout | stale_attempt | quota_exceeded | node_draining
+    reason: str = ""  # a key of STOP_WORDS: cancelled | timeout | reclaim | preempt | quota_exceeded | ...
+    # Seconds between SIGTERM and SIGKILL (None, older servers: the assignment's stop_grace_seconds).
+    grace: int | None = Field(default=None, ge=0, le=MAX_STOP_GRACE_SECONDS)
 
 
 class HeartbeatReply(Lenient):
@@ -273,6 +303,11 @@ class Assignment(Lenient):
     # sets them in the container as EULER_ARRAY_INDEX and EULER_ARRAY_COUNT. None: not an array task.
     array_index: int | None = Field(default=None, ge=0)
     array_count: int | None = Field(default=None, ge=1)
+    # Every stop: SIGTERM, this many seconds, SIGKILL (a stop command's own grace wins). A timeout warning:
+    # `warn_signal` (one of WARN_SIGNALS) sent this many seconds before the timeout; 0: none.
+    stop_grace_seconds: int = Field(default=DEFAULT_STOP_GRACE_SECONDS, ge=0, le=MAX_STOP_GRACE_SECONDS)
+    warn_before_timeout_seconds: int = Field(default=0, ge=0)
+    warn_signal: Annotated[str, StringConstraints(max_length=10)] = "SIGUSR1"
 
 
 class PollRequest(Strict):
@@ -286,9 +321,12 @@ class PollReply(Lenient):
 
 # gpu_error: the agent stopped the container because a GPU it held turned unhealthy (a critical XID, an uncorrected
 # ECC error); the message names the GPU and the fault. The server counts it as `lost` for `retry_on`.
+# reclaimed, preempted: the agent stopped the container as asked by a `reclaim` or `preempt` stop (the server
+# decides the outcome of an attempt it asked to stop from its own record: jobs/stopping.py).
 ExitReason = Literal[
-    "exited", "oom", "timeout", "image_pull_failed", "start_failed", "cancelled", "lost", "disk_limit", "gpu_error"
-]
+    "exited", "oom", "timeout", "image_pull_failed", "start_failed", "cancelled", "lost", "disk_limit", "gpu_error",
+    "reclaimed", "preempted", "quota_exceeded",
+]  # fmt: skip
 
 
 class AttemptReport(Strict):

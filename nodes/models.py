@@ -35,6 +35,8 @@ class EventKind(models.TextChoices):
     GPU_UNHEALTHY = "gpu_unhealthy", "GPU unhealthy"
     GPU_HEALTHY = "gpu_healthy", "GPU healthy again"
     GPU_RESET = "gpu_reset", "GPU reset requested"
+    RECLAIMED = "reclaimed", "Reclaimed by its lender"
+    RESUMED = "resumed", "Resumed after a reclaim"
 
 
 class Node(models.Model):
@@ -51,6 +53,11 @@ class Node(models.Model):
     public_pool = models.BooleanField(default=False)
     approval = models.CharField(max_length=10, choices=Approval.choices, default=Approval.PENDING, db_index=True)
     draining = models.BooleanField(default=False)
+    # Taken back by its lender (or the operator: nodes/reclaim.py): no placements while set, until a resume by whoever
+    # may (`reclaimed_by`: node < lender < operator). The count of reclaims is kept across resumes.
+    reclaimed_at = models.DateTimeField(null=True, blank=True)
+    reclaimed_by = models.CharField(max_length=10, blank=True, default="")
+    reclaim_count = models.IntegerField(default=0)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Stored rather than computed so that the offline transition happens once, with an event and a signal.
     online = models.BooleanField(default=False)

@@ -22,7 +22,11 @@ def my_machines(request):
         m["cpu_points"] = [(d["day"][5:], d["cpu_hours"]) for d in m["daily"]]
         m["gpu_line"] = [d["gpu_hours"] for d in m["daily"]]
         m["terms_form"] = terms_form_values(m["terms"])
-    context = {"machines": rows, "terms_error": request.session.pop("terms_error", None)}
+    context = {
+        "machines": rows,
+        "terms_error": request.session.pop("terms_error", None),
+        "reclaim_error": request.session.pop("reclaim_error", None),
+    }
     return render(request, "console/lending.html", context)
 
 
@@ -41,6 +45,34 @@ def machine_terms(request, name: str):
         request.session["terms_error"] = {"node": name, "message": error_message(exc)}
     except ValueError as exc:
         request.session["terms_error"] = {"node": name, "message": str(exc)}
+    return redirect("my-machines")
+
+
+@login_required
+@require_POST
+def machine_reclaim(request, name: str):
+    """The Reclaim and Resume buttons: the same service as POST /api/v1/nodes/{id}/reclaim (nodes/reclaim.py)."""
+    from lending.machines import lent_node
+    from nodes import reclaim
+
+    node = lent_node(request.user, name)
+    if node is None:
+        raise Http404("No such node among the machines you lent.")
+    authority = reclaim.OPERATOR if request.user.is_staff else reclaim.LENDER
+    try:
+        if request.POST.get("action") == "resume":
+            reclaim.node_resume(node=node, authority=authority, by=request.user)
+        else:
+            raw = request.POST.get("grace", "").strip()
+            try:
+                grace = int(raw) if raw else None
+            except ValueError:
+                raise ValueError(_("The grace is a whole number of seconds.")) from None
+            reclaim.node_reclaim(node=node, authority=authority, grace=grace, by=request.user)
+    except EulerError as exc:
+        request.session["reclaim_error"] = {"node": name, "message": error_message(exc)}
+    except ValueError as exc:
+        request.session["reclaim_error"] = {"node": name, "message": str(exc)}
     return redirect("my-machines")
 
 

@@ -11,6 +11,7 @@ from euler.errors import InvalidInput
 from jobs import deps, validation, workflow
 from jobs.models import Attempt, Dependency, Job, JobArray, JobEvent
 from nodeagent.gpumatch import GIB
+from nodeagent.protocol import WARN_SIGNALS
 from quotas.api.base import StrictSerializer, paginated
 
 
@@ -81,6 +82,19 @@ _OPENAPI = {
         ]
     },
     "timeout_seconds": OpenApiTypes.INT,
+    "stop_grace_seconds": {
+        "type": "integer",
+        "minimum": 0,
+        "default": 30,
+        "description": "every stop: SIGTERM, this many seconds, SIGKILL (at most the operator's EULER_MAX_STOP_GRACE)",
+    },
+    "warn_before_timeout_seconds": {
+        "type": "integer",
+        "minimum": 0,
+        "default": 0,
+        "description": "send warn_signal this many seconds before the timeout (0: no warning)",
+    },
+    "warn_signal": {"type": "string", "enum": sorted(WARN_SIGNALS), "default": "SIGUSR1"},
     "max_retries": OpenApiTypes.INT,
     "priority": {"type": "integer", "minimum": -100, "maximum": 100, "default": 0},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "writeOnly": True},
@@ -146,7 +160,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         fields = [
             "id", "number", "node", "state", "exit_code", "reason", "message", "gpu_uuids", "cpu_milli",
             "memory_bytes", "disk_bytes", "created_at", "started_at", "ended_at", "log_bytes", "log_truncated",
-            "runtime", "isolation", "gpu_stats",
+            "runtime", "isolation", "gpu_stats", "stop_reason", "stop_grace",
         ]  # fmt: skip
 
 
@@ -179,7 +193,7 @@ class JobSerializer(serializers.ModelSerializer):
             "min_trust", "retry_backoff", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
             "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation", "array", "array_index",
-            "min_reliability",
+            "min_reliability", "stop_grace_seconds", "warn_before_timeout_seconds", "warn_signal",
         ]  # fmt: skip
 
 

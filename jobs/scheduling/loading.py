@@ -28,7 +28,15 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
 
     snaps, stored = [], {}
     fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
-    fields += ("draining", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli", "allocated_memory_bytes")
+    fields += (
+        "draining",
+        "reclaimed_at",
+        "cpu_milli",
+        "memory_bytes",
+        "gpus",
+        "allocated_cpu_milli",
+        "allocated_memory_bytes",
+    )
     fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error", "allowed_images")
     fields += ("runtimes", "lender_min_isolation", "lender_terms", "reliability")
     table = settings.EULER_TRUST_MIN_ISOLATION
@@ -49,7 +57,7 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
                 owner_project_id=row["owner_project_id"],
                 approved=row["approval"] == Approval.APPROVED,
                 online=row["online"],
-                draining=row["draining"],
+                draining=row["draining"] or row["reclaimed_at"] is not None,  # reclaimed: as drained, till resumed
                 cpu_milli=lender_terms.capped(row["cpu_milli"], terms.max_cpu_milli),
                 memory_bytes=lender_terms.capped(row["memory_bytes"], terms.max_memory_bytes),
                 disk_bytes=lender_terms.capped_disk(row["disk_bytes"], terms.max_disk_bytes),

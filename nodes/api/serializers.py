@@ -89,6 +89,9 @@ class NodeOut(serializers.ModelSerializer):
             "trust",
             "public_pool",
             "draining",
+            "reclaimed_at",
+            "reclaimed_by",
+            "reclaim_count",
             "online",
             "region",
             "labels",
@@ -124,3 +127,23 @@ class NodeOut(serializers.ModelSerializer):
 class NodeListOut(serializers.Serializer):
     own = NodeOut(many=True)
     public_pool = serializers.DictField()
+
+
+class ReclaimIn(serializers.Serializer):
+    grace = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        help_text="Seconds between SIGTERM and SIGKILL for every attempt stopped (default: each job's "
+        "stop_grace_seconds; at most EULER_MAX_STOP_GRACE).",
+    )
+
+
+class ReclaimOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    reclaimed = serializers.BooleanField()
+    reclaimed_at = serializers.DateTimeField(allow_null=True)
+    reclaimed_by = serializers.CharField(help_text="node, lender or operator: who may resume (or someone above)")
+    reclaim_count = serializers.IntegerField()
+    stopped = serializers.IntegerField(required=False, help_text="attempts asked to stop by this reclaim")

@@ -11,4 +11,6 @@ urlpatterns = [
         name="enrollment-token-detail",
     ),
     path("nodes/<id:node_id>", views.NodeDetailView.as_view(), name="node-detail"),
+    path("nodes/<id:node_id>/reclaim", views.NodeReclaimView.as_view(), name="node-reclaim"),
+    path("nodes/<id:node_id>/resume", views.NodeResumeView.as_view(), name="node-resume"),
 ]

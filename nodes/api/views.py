@@ -3,7 +3,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.errors import NotFound
+from euler.errors import InvalidInput, NotFound
 from nodes import selectors, services
 from nodes.api.serializers import (
     EnrollmentTokenCreatedOut,
@@ -11,10 +11,12 @@ from nodes.api.serializers import (
     EnrollmentTokenOut,
     NodeListOut,
     NodeOut,
+    ReclaimIn,
+    ReclaimOut,
 )
 from nodes.liveness import live_last_seen
 from quotas.access import member
-from quotas.api.base import Pagination, paginated, request_project
+from quotas.api.base import Pagination, paginated, request_project, request_user
 
 
 def _user(request):
@@ -48,6 +50,63 @@ class NodeDetailView(APIView):
         if node is None:
             raise NotFound("No such node.")
         return Response(NodeOut(live_last_seen([node])[0]).data)
+
+
+def _reclaimable(request, node_id: int):
+    """The node and the caller's authority over it: the operator (staff) any node, its lender (who created its
+    enrollment token) their own; anyone else 404, as for a node that does not exist."""
+    from lending.machines import lent_nodes
+    from nodes import reclaim
+    from nodes.models import Node
+
+    user = request_user(request)
+    if getattr(user, "is_staff", False):
+        node = Node.objects.filter(pk=node_id).first()
+        authority = reclaim.OPERATOR
+    else:
+        node = lent_nodes(user).filter(pk=node_id).first()
+        authority = reclaim.LENDER
+    if node is None:
+        raise NotFound("No such node among the machines you lent.")
+    return node, authority
+
+
+class NodeReclaimView(APIView):
+    access = {"post": member(note="the node's lender; staff: any node")}
+
+    @extend_schema(
+        operation_id="nodes_reclaim",
+        request=ReclaimIn,
+        responses=ReclaimOut,
+        summary="Take a lent machine back: no new work until resumed; running jobs stopped with their grace and "
+        "requeued elsewhere without spending a retry",
+    )
+    def post(self, request, node_id: int):
+        from nodes import reclaim
+
+        body = request.data if isinstance(request.data, dict) else {}
+        unknown = set(body) - {"grace"}
+        if unknown:
+            raise InvalidInput(f"Unknown field(s): {', '.join(sorted(unknown))}.", code="unknown_field")
+        node, authority = _reclaimable(request, node_id)
+        state = reclaim.node_reclaim(node=node, authority=authority, grace=body.get("grace"), by=request_user(request))
+        return Response(ReclaimOut(state).data)
+
+
+class NodeResumeView(APIView):
+    access = {"post": member(note="the node's lender; staff: any node")}
+
+    @extend_schema(
+        operation_id="nodes_resume",
+        request=None,
+        responses=ReclaimOut,
+        summary="Give a reclaimed machine back to the pool (409 reclaimed_by_higher: the operator reclaimed it)",
+    )
+    def post(self, request, node_id: int):
+        from nodes import reclaim
+
+        node, authority = _reclaimable(request, node_id)
+        return Response(ReclaimOut(reclaim.node_resume(node=node, authority=authority, by=request_user(request))).data)
 
 
 class EnrollmentTokenListView(APIView):

@@ -73,6 +73,32 @@ class RotateCredentialView(NodeAPIView):
         return Response({"credential": secret})
 
 
+class ReclaimView(NodeAPIView):
+    """`euler-node reclaim [--grace S]` on the host: the node takes itself back (nodes/reclaim.py)."""
+
+    def post(self, request):
+        from nodes import reclaim
+
+        body = request.data if isinstance(request.data, dict) else {}
+        if set(body) - {"grace"}:
+            raise InvalidInput("A reclaim takes only `grace`.", code="unknown_field")
+        node = request.node
+        state = reclaim.node_reclaim(
+            node=node, authority=reclaim.NODE, grace=body.get("grace"), actor=f"node:{node.name}"
+        )
+        return Response(reclaim.wire(state))
+
+
+class ResumeView(NodeAPIView):
+    """`euler-node resume` on the host: lifts the node's own reclaim, never its lender's or the operator's."""
+
+    def post(self, request):
+        from nodes import reclaim
+
+        state = reclaim.node_resume(node=request.node, authority=reclaim.NODE, actor=f"node:{request.node.name}")
+        return Response(reclaim.wire(state))
+
+
 # --- the hot paths -----------------------------------------------------------------------------
 def _error(exc: EulerError) -> JsonResponse:
     response = json_error(exc.code, exc.message, exc.status_code, **exc.extra)

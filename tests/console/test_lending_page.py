@@ -52,3 +52,35 @@ def test_the_page_speaks_chinese(session, owner, lent_node):  # noqa: F811
     session.post("/i18n/setlang/", {"language": "zh-hans", "next": "/lending/"})
     body = session.get("/lending/").content.decode()
     assert "我的机器" in body and "保存条款" in body
+
+
+def test_the_reclaim_and_resume_buttons_take_the_machine_back_and_give_it_again(session, owner, lent_node):  # noqa: F811
+    from audit.models import AuditEvent
+
+    node = lent_node(owner, name="mine")
+    assert 'value="reclaim"' in session.get("/lending/").content.decode()
+    assert session.post("/lending/mine/reclaim/", {"action": "reclaim", "grace": "20"}).status_code == 302
+    node.refresh_from_db()
+    assert node.reclaimed_at is not None and node.reclaimed_by == "lender" and node.reclaim_count == 1
+    page = session.get("/lending/").content.decode()
+    assert 'value="resume"' in page and "Reclaimed since" in page
+    session.post("/lending/mine/reclaim/", {"action": "resume"})
+    node.refresh_from_db()
+    assert node.reclaimed_at is None and node.reclaim_count == 1
+    assert AuditEvent.objects.filter(action="node.resumed", target="node:mine").exists()
+
+
+def test_a_bad_grace_is_shown_and_changes_nothing(session, owner, lent_node, settings):  # noqa: F811
+    settings.EULER_MAX_STOP_GRACE = 60
+    node = lent_node(owner, name="mine")
+    session.post("/lending/mine/reclaim/", {"action": "reclaim", "grace": "600"})
+    assert "data-reclaim-error" in session.get("/lending/").content.decode()
+    node.refresh_from_db()
+    assert node.reclaimed_at is None
+
+
+def test_another_users_machine_cannot_be_reclaimed(session, lent_node, make_user):  # noqa: F811
+    node = lent_node(make_user("olga"), name="theirs")
+    assert session.post("/lending/theirs/reclaim/", {"action": "reclaim"}).status_code == 404
+    node.refresh_from_db()
+    assert node.reclaimed_at is None

@@ -20,7 +20,6 @@ FAST = {
     "EULER_NODE_HEARTBEAT_MIN_INTERVAL": "0.5",
     "EULER_JOB_RETRY_BACKOFF": "0.5",
     "EULER_SCHEDULER_INTERVAL": "1",
-    "EULER_AGENT_STOP_GRACE": "2",
 }
 # PID 1 ignores SIGTERM unless it traps it: these jobs stop at once when told.
 TRAP = 'trap "exit 143" TERM; '

@@ -152,5 +152,12 @@ def test_running_jobs_are_stopped_once_usage_passes_the_budget_and_grace(project
     Attempt.objects.filter(pk=attempt.pk).update(metered_until=None)
     assert budgets.enforce_budgets() == 1
     attempt.refresh_from_db()
-    assert (attempt.state, attempt.reason, attempt.stop_reason) == ("failed", "quota_exceeded", "quota_exceeded")
+    # Stopped with its grace (jobs/stopping.py): it holds its node until the node says the container is gone.
+    assert (attempt.state, attempt.stop_reason, attempt.stop_failure) == ("running", "quota_exceeded", True)
+    assert budgets.enforce_budgets() == 0  # asked once
+    from jobs import attempts
+
+    assert attempts.attempt_gone(attempt_id=attempt.pk)
+    attempt.refresh_from_db()
+    assert (attempt.state, attempt.reason) == ("failed", "quota_exceeded")
     assert Job.objects.get(pk=attempt.job_id).state == "failed"

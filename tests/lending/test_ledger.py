@@ -36,6 +36,9 @@ def test_an_attempt_that_never_started_held_nothing():
 def test_credit_goes_to_work_that_ended_normally_or_that_euler_stopped():
     assert ledger.credited("succeeded") and ledger.credited("failed") and ledger.credited("cancelled")
     assert not ledger.credited("lost")
+    assert not ledger.credited("reclaimed") and ledger.credited(
+        "preempted"
+    )  # the lender took it back; Euler stopped it
 
 
 @pytest.mark.django_db

@@ -119,6 +119,7 @@ def assignment(attempt_id: int, command: list[str], **over) -> protocol.Assignme
         "cpu_milli": 500,
         "memory_bytes": 64 * 1024 * 1024,
         "timeout_seconds": 60,
+        "stop_grace_seconds": 1,
     }
     return protocol.Assignment.model_validate(base | over)
 

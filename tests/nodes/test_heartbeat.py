@@ -153,7 +153,7 @@ def test_the_heartbeat_hooks_commands_are_in_the_reply(platform_node, heartbeat)
         body = heartbeat(cred).json()
     finally:
         channel._heartbeat_hooks.remove(hook)
-    assert body["commands"] == [{"type": "stop_attempt", "attempt_id": 7, "reason": "stale_attempt"}]
+    assert body["commands"] == [{"type": "stop_attempt", "attempt_id": 7, "reason": "stale_attempt", "grace": None}]
 
 
 def test_a_draining_node_is_told_so(platform_node, heartbeat):

@@ -32,6 +32,7 @@ NOT_CALLER_FACING = {
     "jobs/node_api/": "node protocol: a node names only its attempts, and jobs/fencing.py decides what it may touch",
     "jobs/fencing.py": "node protocol: the one place that decides a node's rights over an attempt",
     "jobs/attempts.py": "node protocol: reports on an attempt that jobs/fencing.py let through",
+    "jobs/stopping.py": "stops: attempts its callers resolved (a scoped cancel, a node's reclaim, the scheduler)",
     "jobs/node_hooks.py": "node protocol: a node's poll and heartbeat, over its own attempts",
     "jobs/outputs/node_api.py": "node protocol: output uploads, fenced on the attempt",
     "jobs/outputs/services.py": "node protocol: a node's manifest and chunks, fenced on the attempt",
