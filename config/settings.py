@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "nodes",
     "jobs",
     "jobs.outputs",
+    "jobs.checkpoints",
     "agents",
     "gateway",
     "audit",

@@ -16,6 +16,7 @@ api_v1 = [
     path("", include("jobs.api.urls")),
     path("", include("jobs.api.logs_urls")),
     path("", include("jobs.outputs.urls")),
+    path("", include("jobs.checkpoints.urls")),
     path("", include("agents.api.urls")),
     path("", include("gateway.api.urls")),
     path("", include("audit.api.urls")),

@@ -64,6 +64,7 @@ def policies(*, health_deadline: float) -> dict[str, TaskPolicy]:
         "workflows.tasks.prune_deliveries": TaskPolicy(MAINTENANCE, 900.0, 960.0),
         "euler.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),
         "jobs.outputs.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),
+        "jobs.checkpoints.tasks.purge_expired": TaskPolicy(MAINTENANCE, 1800.0, 1860.0),
     }
 
 

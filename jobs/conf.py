@@ -56,6 +56,7 @@ BEAT_SCHEDULE: dict = {
     "jobs-schedule-pass": {"task": "jobs.tasks.schedule", "schedule": timedelta(seconds=EULER_SCHEDULER_INTERVAL)},
     "jobs-sweep": {"task": "jobs.tasks.sweep", "schedule": timedelta(seconds=5)},
     "jobs-enforce-budgets": {"task": "jobs.tasks.enforce_budgets", "schedule": timedelta(seconds=15)},
+    "checkpoints-purge-expired": {"task": "jobs.checkpoints.tasks.purge_expired", "schedule": timedelta(hours=1)},
 }
 
 # Job outputs' own settings (jobs/outputs/conf.py), merged here so that config.settings reads one module per app.

@@ -8,6 +8,10 @@ while its right lasts:
   when that report is accepted (or when the server ended the attempt: lost, the deadline backstop, a stop the node
   obeyed). After that each answers 409 `stale_attempt` and changes nothing: no row, no stored file, no event, no
   deadline move. A duplicate `ended` report is one of these.
+- checkpoints (manifest, blobs, commit, the restore list and its bytes): like outputs, while the attempt is active.
+  The checkpoint at a stop runs between the container's exit and the `ended` report (the attempt is stopping, still
+  active), so it is taken; once the attempt has ended (its report, lost, the backstop) a late upload or commit
+  answers 409 and a pending checkpoint stays pending: never committed, never restored.
 - logs: also after the end, for the job's current attempt on that node: the agent replays what it buffered while
   the server was unreachable; chunks are stored once per seq and within the attempt's log cap
   (jobs/node_api/logs.py), so a late replay completes the log and cannot grow it past the cap.
@@ -37,9 +41,12 @@ class Right(enum.StrEnum):
     OUTPUTS = "outputs"
     INPUTS = "inputs"
     LOGS = "logs"
+    CHECKPOINTS = "checkpoints"
 
 
-UNTIL_ENDED = frozenset({Right.REPORT, Right.OUTPUTS, Right.INPUTS})  # rights that end with the attempt
+UNTIL_ENDED = frozenset(
+    {Right.REPORT, Right.OUTPUTS, Right.INPUTS, Right.CHECKPOINTS}
+)  # rights that end with the attempt
 
 
 class Lock(enum.Enum):

@@ -51,6 +51,8 @@ class Job(models.Model):
     inputs_from = models.JSONField(default=list, blank=True)
     outputs_truncated = models.BooleanField(default=False)  # some output was refused or lost: why in the events
     outputs_reason = models.CharField(max_length=500, blank=True, default="")
+    # A checkpoint directory (jobs/checkpoints): {"path", "interval_seconds", "keep_last"} or None.
+    checkpoint = models.JSONField(null=True, blank=True)
     # A task of a job array (jobs.workflow_models): its index, 0..count-1, reaches the container as EULER_ARRAY_INDEX.
     array = models.ForeignKey("jobs.JobArray", null=True, blank=True, on_delete=models.CASCADE, related_name="tasks")
     array_index = models.IntegerField(null=True, blank=True)

@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import stopping
+from jobs.checkpoints import selectors as checkpoint_selectors
 from jobs.models import Attempt, Job
 from jobs.outputs import selectors as output_selectors
 from jobs.states import ATTEMPT_ACTIVE, AttemptState
@@ -40,6 +41,7 @@ def _assignment(attempt: Attempt, job: Job, node) -> protocol.Assignment:
         timeout_seconds=job.timeout_seconds,
         node_trust=node.trust,
         **output_selectors.assignment_fields(job=job, attempt=attempt),
+        **checkpoint_selectors.assignment_fields(job=job),
         runtime=attempt.runtime,
         isolation=attempt.isolation,
         array_index=job.array_index,

@@ -6,6 +6,7 @@ import re
 
 from euler.errors import InvalidInput
 from jobs import retrypolicy
+from jobs.checkpoints import rules as checkpoint_rules
 from jobs.outputs import rules as output_rules
 from nodeagent import gpumatch, imageref
 from nodeagent.protocol import DEFAULT_STOP_GRACE_SECONDS, WARN_SIGNALS
@@ -351,6 +352,7 @@ FIELDS = {
     "priority": (priority, lambda: 0),
     "outputs": (outputs, lambda: None),
     "inputs_from": (output_rules.inputs_from, list),
+    "checkpoint": (checkpoint_rules.spec, lambda: None),
     "isolation": (isolation, lambda: "default"),
     "min_reliability": (min_reliability, lambda: 0.0),
 }

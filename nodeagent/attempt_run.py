@@ -21,7 +21,7 @@ import contextlib
 import threading
 import time
 
-from nodeagent import attempt_stop, protocol
+from nodeagent import attempt_stop, checkpoint, protocol
 from nodeagent.attempt_exit import NEVER_STARTED, VANISHED, Exit, end_reason, init_exec_failure, wait_for_exit
 from nodeagent.attempt_logs import OutputReader
 from nodeagent.attempt_phase import TERMINAL, WIRE_STATE, Phase, advance, wire_state
@@ -118,10 +118,12 @@ class AttemptRun(AttemptStart, AttemptRecord):
     def _before_start(self, cid: str) -> None:
         """The container is created (and attached), not started: place what it needs. RunnerError fails the start."""
         outputs.place_inputs(self, cid)  # the job's inputs_from files (nodeagent/outputs/)
+        checkpoint.restore(self, cid)  # the job's latest committed checkpoint (nodeagent/checkpoint.py)
 
     def _after_start(self, cid: str) -> None:
         """The container runs (or ran: adopted after a restart); its output is being read."""
         self.ex.watch_gpus(self)  # GPU health and per-job figures (nodeagent/gpuwatch.py)
+        checkpoint.start_periodic(self, cid)  # every interval while it runs (nodeagent/checkpoint.py)
 
     def _before_kill(self, cid: str, reason: str, kill_at: float) -> None:
         """A stop asked (`reason` as the server or the agent said it): the container has its stop file and SIGTERM and
@@ -133,6 +135,7 @@ class AttemptRun(AttemptStart, AttemptRecord):
         `ended` report (protocol.AttemptReport), sent next."""
         extra = {"gpu_stats": self.ex.gpu_stats(self.attempt_id)}
         try:
+            checkpoint.upload_checkpoint(self, cid, "stop")  # ckpt: checkpoint at stop (the container has stopped)
             extra.update(outputs.collect_and_upload(self, cid))  # the job's outputs (nodeagent/outputs/)
         except outputs.Interrupted:
             raise _Closing from None
@@ -140,6 +143,7 @@ class AttemptRun(AttemptStart, AttemptRecord):
 
     def _on_finish(self) -> None:
         """The owner thread is done, whatever the phase it ended in (`self.phase`)."""
+        checkpoint.stop_periodic(self)
 
     # --- the owner thread --------------------------------------------------------------------------
     def _move(self, to: Phase) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from nodeagent import checkpoint
 from nodeagent.attempt_phase import Phase
 from nodeagent.docker_runner import RunnerError
 from nodeagent.outputs import hooks as outputs
@@ -28,6 +29,7 @@ class AttemptStart:
         # collect, the disk to guard, the GPUs to watch, a deadline), never a bare record that collects nothing.
         self.record["disk_bytes"] = a.disk_bytes
         outputs.remember(self)
+        checkpoint.remember(self)
         self.record["gpu_uuids"] = list(a.gpu_uuids)
         # How it stops (nodeagent/attempt_stop.py), for an agent that adopts it: its grace and timeout warning.
         self.record["stop_grace"] = a.stop_grace_seconds

@@ -22,6 +22,25 @@ from nodeagent.protocol_base import (  # noqa: F401  (re-exported: the limits ar
     Sha256Hex,
     Strict,
 )
+from nodeagent.protocol_checkpoints import (  # noqa: F401  (re-exported: protocol.CheckpointSpec, ...)
+    MAX_CHECKPOINT_BYTES,
+    MAX_CHECKPOINT_FILES,
+    PATH_ATTEMPT_CHECKPOINT_BLOB,
+    PATH_ATTEMPT_CHECKPOINT_BLOB_DATA,
+    PATH_ATTEMPT_CHECKPOINT_BLOB_DONE,
+    PATH_ATTEMPT_CHECKPOINT_COMMIT,
+    PATH_ATTEMPT_CHECKPOINT_RESTORE,
+    PATH_ATTEMPT_CHECKPOINTS,
+    STOP_CHECKPOINT_SECONDS,
+    BlobUpload,
+    CheckpointCommitted,
+    CheckpointFile,
+    CheckpointManifest,
+    CheckpointPlan,
+    CheckpointRestore,
+    CheckpointSpec,
+    RestoreFile,
+)
 from nodeagent.protocol_outputs import (  # noqa: F401  (re-exported: both sides use protocol.OutputManifest, ...)
     OutputFile,
     OutputFileReply,
@@ -294,6 +313,8 @@ class Assignment(Lenient):
     node_trust: Annotated[str, StringConstraints(max_length=16)] = ""
     outputs: OutputSpec | None = None  # None: the job declared no outputs
     inputs: list[InputFile] = Field(default_factory=list)
+    # The job's checkpoint directory (issue 36, nodeagent/protocol_checkpoints.py); None: it declared none.
+    checkpoint: CheckpointSpec | None = None
     # The runtime the server chose among those this node offered ("" from older servers: the engine's default),
     # and the isolation the job needs (its own, its node's trust level's): the agent checks both against what it
     # offers and its lender's minimum, and refuses the start rather than run weaker.

@@ -47,6 +47,14 @@ def outputs(*, project) -> QuerySet:
     return _objects("outputs.OutputFile").filter(project=project)
 
 
+def checkpoints(*, project) -> QuerySet:  # of checkpoints.Checkpoint
+    return _objects("checkpoints.Checkpoint").filter(project=project)
+
+
+def checkpoint_blobs(*, project) -> QuerySet:  # of checkpoints.CheckpointBlob
+    return _objects("checkpoints.CheckpointBlob").filter(project=project)
+
+
 def schedules(*, project) -> QuerySet[Schedule]:
     return _objects("workflows.Schedule").filter(project=project)
 

@@ -14,6 +14,7 @@ import contextlib
 import json
 
 from euler_client.answers import USER_AGENT, error_for, reason
+from euler_client.checkpoints import Checkpoints
 from euler_client.errors import ConnectionFailed
 from euler_client.jobs import Jobs, LogChunk
 from euler_client.outputs import Outputs
@@ -47,6 +48,7 @@ class Client:
         self.agents = Agents(self)
         self.keys = Keys(self)
         self.outputs = Outputs(self)
+        self.checkpoints = Checkpoints(self)
         self.arrays = Arrays(self)
         self.schedules = Schedules(self)
         self.webhooks = Webhooks(self)

@@ -80,6 +80,8 @@ def job_detail(request, job_id: int):
         from console.arrays import rows
 
         array_row = rows([job.array])[0]
+    from jobs.checkpoints import selectors as checkpoint_selectors
+
     return render(
         request,
         "console/job_detail.html",
@@ -93,6 +95,8 @@ def job_detail(request, job_id: int):
             "ws_path": f"/ws/jobs/{job.pk}/logs/",
             "fair_share": selectors.project_share(project=request.project),
             "outputs": list(job.output_files.filter(complete=True).order_by("path")[:OUTPUTS_SHOWN]),
+            "checkpoints": list(checkpoint_selectors.job_checkpoints(job=job)) if job.checkpoint else [],
+            "checkpoint_refusal": checkpoint_selectors.last_refusal(job=job) if job.checkpoint else None,
         },
     )
 

@@ -130,6 +130,16 @@ _OPENAPI = {
             "properties": {"job": {"type": "integer"}, "path": {"type": "string"}, "to": {"type": "string"}},
         },
     },
+    "checkpoint": {
+        "type": "object",
+        "nullable": True,
+        "properties": {
+            "path": {"type": "string"},
+            "interval_seconds": {"type": "integer", "default": 300},
+            "keep_last": {"type": "integer", "default": 2},
+        },
+        "required": ["path"],
+    },
     "isolation": {"type": "string", "enum": ["default", "sandbox"], "default": "default"},
     "min_reliability": {"type": "number", "minimum": 0, "maximum": 100, "default": 0},
     "array": {
@@ -193,7 +203,7 @@ class JobSerializer(serializers.ModelSerializer):
             "min_trust", "retry_backoff", "pending_reason", "exit_code", "reason", "retries_used", "not_before",
             "created_at", "queued_at", "ended_at", "current_attempt",
             "priority", "outputs", "inputs_from", "outputs_truncated", "outputs_reason", "isolation", "array", "array_index",
-            "min_reliability", "stop_grace_seconds", "warn_before_timeout_seconds", "warn_signal",
+            "min_reliability", "stop_grace_seconds", "warn_before_timeout_seconds", "warn_signal", "checkpoint",
         ]  # fmt: skip
 
 

@@ -33,12 +33,14 @@ def job_file(*, job: Job, path: str) -> OutputFile:
 
 def charged_bytes(*, project_id: int, besides=None) -> int:
     """What the project's output files count against its quota: each file its size, at least
-    rules.FILE_CHARGE_MIN_BYTES (held for uploads under way too); `besides`: leave out that attempt's files."""
+    rules.FILE_CHARGE_MIN_BYTES (held for uploads under way too), and its jobs' checkpoint blobs likewise; `besides`:
+    leave out that attempt's output files."""
     rows = scoped.outputs(project=project_id)
     if besides is not None:
         rows = rows.exclude(attempt=besides)
     charged = Greatest("size", Value(rules.FILE_CHARGE_MIN_BYTES))
-    return rows.aggregate(n=Sum(charged))["n"] or 0
+    blobs = scoped.checkpoint_blobs(project=project_id)  # checkpoints count too, each blob once (jobs/checkpoints)
+    return (rows.aggregate(n=Sum(charged))["n"] or 0) + (blobs.aggregate(n=Sum(charged))["n"] or 0)
 
 
 def stored_bytes(*, project) -> int:

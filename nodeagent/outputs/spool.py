@@ -63,8 +63,9 @@ class OutputSpool:
         self.budget = SpoolBudget(cap)
         _private_dir(self.root, create=True)
 
-    def attempt(self, attempt_id: int) -> AttemptSpool:
-        return AttemptSpool(self, int(attempt_id))
+    def attempt(self, attempt_id: int, *, part: str = "") -> AttemptSpool:
+        """The attempt's spool; `part` names another of its own (a checkpoint's, beside the outputs')."""
+        return AttemptSpool(self, int(attempt_id), part=part)
 
     def clear(self, *, keep: set[int] = frozenset()) -> None:
         """Remove the spools of attempts this agent no longer holds (at start: a restart collects anew)."""
@@ -81,9 +82,9 @@ class OutputSpool:
 class AttemptSpool:
     """One attempt's directory: new files only, each counted against the budget until the spool is removed."""
 
-    def __init__(self, spool: OutputSpool, attempt_id: int):
+    def __init__(self, spool: OutputSpool, attempt_id: int, *, part: str = ""):
         self.spool = spool
-        self.path = spool.root / str(attempt_id)
+        self.path = spool.root / (f"{attempt_id}-{part}" if part else str(attempt_id))
         self.reserved = 0
         self._next = 0
         self._fd: int | None = None

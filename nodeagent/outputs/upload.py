@@ -77,8 +77,15 @@ class Uploader:
         return rules.outcome(manifest, refused=len(plan.refused), failed=failed)
 
     # --- one file --------------------------------------------------------------------------------
+    def _file_path(self, upload) -> str:
+        """Where a file's chunks go (and its offset is read); checkpoints send blobs elsewhere."""
+        return protocol.PATH_ATTEMPT_OUTPUT_FILE.format(attempt_id=self.attempt_id, file_id=upload.file_id)
+
+    def _done_path(self, upload) -> str:
+        return protocol.PATH_ATTEMPT_OUTPUT_DONE.format(attempt_id=self.attempt_id, file_id=upload.file_id)
+
     def _chunks(self, upload: protocol.OutputUpload, name: str, size: int) -> None:
-        path = protocol.PATH_ATTEMPT_OUTPUT_FILE.format(attempt_id=self.attempt_id, file_id=upload.file_id)
+        path = self._file_path(upload)
         offset = upload.offset
         with os.fdopen(self.spool.open_read(name), "rb") as fh:
             progress = time.monotonic()
@@ -115,7 +122,7 @@ class Uploader:
                 offset = reply.offset
 
     def _put(self, upload: protocol.OutputUpload, name: str, size: int) -> None:
-        done = protocol.PATH_ATTEMPT_OUTPUT_DONE.format(attempt_id=self.attempt_id, file_id=upload.file_id)
+        done = self._done_path(upload)
         progress = time.monotonic()
         while True:
             with os.fdopen(self.spool.open_read(name), "rb") as fh:

@@ -9,6 +9,7 @@ node_api_v1 = [
     path("", include("nodes.node_api.urls")),
     path("", include("jobs.node_api.urls")),
     path("", include("jobs.outputs.node_urls")),
+    path("", include("jobs.checkpoints.node_urls")),
 ]
 
 urlpatterns = [path("node-api/v1/", include(node_api_v1))]

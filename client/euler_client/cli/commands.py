@@ -34,7 +34,10 @@ COMMANDS: dict[str, Entry] = {
     "logs": Entry("euler_client.cli.jobs:logs", "Print a job's output (-f follows it).", "Shortcuts"),
     "cancel": Entry("euler_client.cli.jobs:cancel", "Cancel jobs.", "Shortcuts"),
     "outputs": Entry("euler_client.cli.outputs:outputs", "List a job's output files."),
-    "download": Entry("euler_client.cli.outputs:download", "Download a job's output files (sha256 checked)."),
+    "download": Entry(
+        "euler_client.cli.outputs:download", "Download a job's output files (sha256 checked), or --checkpoint."
+    ),
+    "checkpoints": Entry("euler_client.cli.outputs:checkpoints", "List a job's checkpoints."),
     "jobs": Entry("euler_client.cli.jobs:jobs", "Jobs: list (default), show, run, logs, cancel, wait, retry."),
     "arrays": Entry("euler_client.cli.arrays:arrays", "Job arrays: list (default), show, tasks, cancel, retry, wait."),
     "nodes": Entry("euler_client.cli.nodes:nodes", "Nodes: list (default), show, token."),

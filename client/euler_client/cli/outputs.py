@@ -1,5 +1,6 @@
 """`euler outputs JOB` (list a job's output files) and `euler download JOB [PATH] [-o DIR]` (fetch them, each
-checked against its sha256, with a progress bar on a terminal)."""
+checked against its sha256, with a progress bar on a terminal); `euler checkpoints JOB` (list its checkpoints) and
+`euler download --checkpoint JOB [-o DIR]` (the latest one's files, or `--seq N`'s)."""
 
 from __future__ import annotations
 
@@ -62,14 +63,44 @@ def _target(directory: str, path: str) -> str:
 
 
 @click.command()
+@json_option
+@click.argument("job_id", type=int)
+@pass_state
+def checkpoints(state, as_json, job_id):
+    """List a job's committed checkpoints, newest first (seq, attempt, reason, size, files, time)."""
+    listing = state.client().checkpoints.list(job_id)
+    if as_json:
+        emit_json(listing)
+        return 0
+    rows = [[c["seq"], c["attempt"], c["reason"], fmt_bytes(c["size"]), c["files"], fmt_time(c["created_at"])]
+            for c in listing["checkpoints"]]  # fmt: skip
+    table(["SEQ", "ATTEMPT", "REASON", "SIZE", "FILES", "CREATED"], rows)
+    if listing.get("last_refusal"):
+        note(f"last refused: {listing['last_refusal']['message']}")
+    if not listing.get("declared"):
+        note(f"job {job_id} declares no checkpoint")
+    return 0
+
+
+@click.command()
 @click.option("-o", "--output-dir", "directory", default=".", show_default=True, help="Where to put the files.")
+@click.option("--checkpoint", is_flag=True, help="The job's latest committed checkpoint instead of its outputs.")
+@click.option("--seq", type=int, default=None, help="With --checkpoint: this checkpoint (euler checkpoints JOB).")
 @json_option
 @click.argument("job_id", type=int)
 @click.argument("path", required=False)
 @pass_state
-def download(state, directory, as_json, job_id, path):
-    """Download a job's outputs: all, one file (PATH) or one directory (PATH/), each verified by sha256."""
+def download(state, directory, checkpoint, seq, as_json, job_id, path):
+    """Download a job's outputs: all, one file (PATH) or one directory (PATH/), each verified by sha256.
+    With --checkpoint: the files of its latest checkpoint (or --seq N)."""
     client = state.client()
+    if checkpoint:
+        done = client.checkpoints.download(job_id, directory, which=str(seq) if seq is not None else "latest")
+        if as_json:
+            emit_json(done)
+        else:
+            sys.stdout.writelines(d["file"] + "\n" for d in done)
+        return 0
     files = client.outputs.list(job_id)["files"]
     if path:
         prefix = path.rstrip("/") + "/"
