@@ -49,6 +49,8 @@ def policies(*, health_deadline: float) -> dict[str, TaskPolicy]:
         # (EULER_SCHEDULE_PASS_SECONDS); exactly once per tick comes from the (schedule, tick) unique constraint,
         # not from this task's single flight.
         "workflows.tasks.schedule_tick": TaskPolicy(CONTROL, 25.0, 30.0),
+        # Stops attempts before their node's lender's window closes (lending/windows.py): database work only.
+        "lending.tasks.stop_at_window_end": TaskPolicy(CONTROL, 25.0, 30.0),
         "agents.tasks.run_health_checks": TaskPolicy(HEALTH, health_soft, health_soft + 10.0),
         "workflows.tasks.webhook_dispatch": TaskPolicy(DISPATCH, 25.0, 30.0),
         # Claims take row locks with SKIP LOCKED: two pumps at once claim different rows, so no single flight.

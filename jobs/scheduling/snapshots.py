@@ -75,6 +75,10 @@ class JobSnapshot:
     isolation: str = ""  # "sandbox": a sandboxed runtime wherever it runs; else what each node requires
     timeout_seconds: int = 0  # 0: not known (tests of other rules); a lender's window or hour limit reads it
     min_reliability: float = 0.0  # 0–100: only nodes scored at least this
+    # A job that declares a checkpoint: the seconds it needs before a lender's window closes to be stopped there with
+    # a checkpoint (its stop grace + EULER_WINDOW_CHECK_INTERVAL; jobs/scheduling/terms.py fits_window). None: no
+    # checkpoint, it must finish by its timeout before the window closes.
+    checkpoint_lead: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,8 @@ CONTROL_LOOP = {
     "nodes.tasks.flush_seen",
     # the cron clock: bounded database work (submits), never a tenant's server, so no dead webhook delays a tick
     "workflows.tasks.schedule_tick",
+    # a lender's window's end: stops running attempts before the close (database work only, lending/windows.py)
+    "lending.tasks.stop_at_window_end",
 }
 
 
