@@ -7,7 +7,8 @@ bucket upload's done call, an empty file a manifest listed). A re-posted manifes
 holds, a done call for a complete file move nothing. Each progress moves the deadline to at least
 EULER_JOB_TIMEOUT_GRACE from now, and never past the cap:
 
-    cap = started_at + timeout_seconds + EULER_JOB_TIMEOUT_GRACE       (the deadline the `running` report set)
+    cap = started_at + timeout_seconds + stop grace + EULER_JOB_TIMEOUT_GRACE   (the deadline the `running` report
+                                                                                 set: jobs.attempts.backstop_seconds)
           + EULER_JOB_TIMEOUT_GRACE + max_bytes / EULER_OUTPUTS_UPLOAD_RATE   (the upload allowance)
 
 where `max_bytes` is the job's declared output cap (`outputs.max_bytes`). An attempt that never reported `running`
@@ -22,6 +23,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from jobs import stopping
 from jobs.models import Attempt
 from jobs.states import ATTEMPT_ACTIVE
 
@@ -57,7 +59,8 @@ def on_progress(*, attempt: Attempt, now: datetime | None = None) -> None:
     moved = moved_deadline(
         deadline=attempt.deadline_at,
         started_at=attempt.started_at,
-        timeout_seconds=job.timeout_seconds,
+        # The agent stops a job at its timeout with its grace (jobs/stopping.py): the uploads start after both.
+        timeout_seconds=job.timeout_seconds + stopping.clamp_grace(None, job_grace=job.stop_grace_seconds),
         max_bytes=(job.outputs or {}).get("max_bytes", 0),
         grace=settings.EULER_JOB_TIMEOUT_GRACE,
         rate=settings.EULER_OUTPUTS_UPLOAD_RATE,

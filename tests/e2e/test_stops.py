@@ -38,7 +38,7 @@ def running(euler: Euler, job_id: int) -> dict:
 
 def test_a_cancel_sends_sigterm_and_the_job_reads_cancel_in_its_stop_file_and_exits_0(euler):
     euler.node()
-    script = 'trap "echo stopped: $(cat /run/euler/stop); exit 0" TERM; ' + READY + LOOP
+    script = "trap 'echo stopped: $(cat /run/euler/stop); exit 0' TERM; " + READY + LOOP
     job = euler.submit(["sh", "-c", script], stop_grace_seconds=30)
     attempt = running(euler, job["id"])["attempts"][0]
     assert euler.http.post(f"jobs/{job['id']}/cancel").status_code == 200
@@ -62,7 +62,7 @@ def test_a_job_that_ignores_sigterm_is_killed_after_its_grace(euler):
 
 def test_the_timeout_warning_arrives_before_the_timeout(euler):
     euler.node()
-    script = 'trap "echo warned" USR2; trap "echo stopped: $(cat /run/euler/stop); exit 1" TERM; ' + READY + LOOP
+    script = "trap 'echo warned' USR2; trap 'echo stopped: $(cat /run/euler/stop); exit 1' TERM; " + READY + LOOP
     job = euler.submit(["sh", "-c", script], timeout_seconds=6, warn_before_timeout_seconds=4, warn_signal="SIGUSR2")
     done = euler.wait_state(job["id"], {"succeeded", "failed"})
     assert (done["state"], done["reason"]) == ("failed", "timeout")

@@ -87,7 +87,8 @@ def test_uploads_cannot_push_the_backstop_past_the_allowance(near_deadline, sett
     job, attempt, client = near_deadline
     settings.EULER_OUTPUTS_UPLOAD_RATE = 1 << 30  # the allowance is the grace (plus a second)
     started = Attempt.objects.get(pk=attempt.pk).started_at
-    Attempt.objects.filter(pk=attempt.pk).update(started_at=started - timedelta(seconds=59))
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=started - timedelta(seconds=59 + job.stop_grace_seconds))
+    # The running deadline waits for the timeout and the stop grace (jobs/stopping.py), then the grace, the allowance.
     cap = started - timedelta(seconds=59) + timedelta(seconds=job.timeout_seconds + 2 * 60 + 1)
     data = os.urandom(300)
     fid = plan(client, attempt.pk, [entry("out/m", data)]).json()["uploads"][0]["file_id"]
