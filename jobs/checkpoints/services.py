@@ -18,9 +18,9 @@ from jobs import fencing
 from jobs.checkpoints import rules
 from jobs.checkpoints.models import Checkpoint, CheckpointBlob, CheckpointState
 from jobs.models import Attempt, Job, JobEvent
+from jobs.outputs import keepalive, store
 from jobs.outputs import rules as output_rules
 from jobs.outputs import selectors as output_selectors
-from jobs.outputs import store
 from jobs.outputs.services import EMPTY_SHA256
 from nodeagent import protocol
 
@@ -165,6 +165,7 @@ def _receive(*, node, attempt_id: int, blob_id: int, content_range: str | None, 
             return None
         blob.complete = True
     blob.save(update_fields=["received", "complete"])
+    keepalive.on_progress(attempt=attempt)  # a stop's checkpoint sending after a timeout holds the backstop too
     return protocol.OutputFileReply(offset=blob.received, complete=blob.complete)
 
 
@@ -181,6 +182,7 @@ def blob_done(*, node, attempt_id: int, blob_id: int) -> protocol.OutputFileRepl
                            extra={"offset": 0})  # fmt: skip
     blob.received, blob.complete = blob.size, True
     blob.save(update_fields=["received", "complete"])
+    keepalive.on_progress(attempt=attempt)
     return protocol.OutputFileReply(offset=blob.size, complete=True)
 
 

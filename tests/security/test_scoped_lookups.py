@@ -22,7 +22,19 @@ APPS = ("jobs", "quotas", "agents", "gateway", "workflows", "console", "audit", 
 
 # The models a caller names by id or name (in a URL, a body or a query string), and their children reached by id.
 TENANT_MODELS = frozenset(
-    {"Job", "JobArray", "Attempt", "OutputFile", "Schedule", "Webhook", "Delivery", "Agent", "AgentInstance"}
+    {
+        "Job",
+        "JobArray",
+        "Attempt",
+        "OutputFile",
+        "Schedule",
+        "Webhook",
+        "Delivery",
+        "Agent",
+        "AgentInstance",
+        "Checkpoint",
+        "CheckpointBlob",
+    }
 )
 MANAGERS = frozenset({"objects", "_default_manager", "_base_manager"})
 LOOKUPS = frozenset({"get", "filter", "exclude", "get_or_create", "update_or_create", "in_bulk"})
@@ -37,6 +49,9 @@ NOT_CALLER_FACING = {
     "jobs/outputs/node_api.py": "node protocol: output uploads, fenced on the attempt",
     "jobs/outputs/services.py": "node protocol: a node's manifest and chunks, fenced on the attempt",
     "jobs/outputs/keepalive.py": "node protocol: an upload's deadline, fenced on the attempt",
+    "jobs/checkpoints/services.py": "node protocol: a node's checkpoint manifest, blobs and commit, fenced on the attempt",
+    "jobs/checkpoints/node_api.py": "node protocol: checkpoint routes, fenced on the attempt",
+    "jobs/checkpoints/retention.py": "retention: rows past their age, all projects",
     "nodes/node_api/": "node protocol: a node's own row, by its credential",
     "jobs/scheduling/": "the control loop: queued rows it selected itself (its input gate is jobs/outputs/inputs.py)",
     "jobs/transitions.py": "the one writer of job state: rows its callers resolved and locked",
@@ -64,6 +79,8 @@ ALLOWED = {
     "jobs/deps.py:counts_of": "arrays its callers resolved (array_get, attach's scoped lock, the page they list)",
     "jobs/deps.py:parents": "the dependency graph walked from rows written by attach after the project check",
     "jobs/deps.py:settle": "what an ending releases: dependency rows written by attach after the project check",
+    "jobs/checkpoints/selectors.py:blob_for_node": "node protocol: a blob of the job whose attempt jobs/fencing.py let "
+    "through (filtered by that job)",
     "jobs/logs_api.py:attempt_active": "an attempt that log_target resolved in the caller's project",
     "jobs/logs_api.py:first_attempt_or_end": "a job that log_target resolved in the caller's project",
     "jobs/consumers.py:_job_state": "the socket's job, resolved by log_target in the caller's project at connect",
