@@ -5,7 +5,21 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("config", "euler", "nodeagent", "nodes", "jobs", "agents", "quotas", "console", "audit", "gateway", "client")
+SOURCES = (
+    "config",
+    "euler",
+    "nodeagent",
+    "nodes",
+    "jobs",
+    "agents",
+    "quotas",
+    "console",
+    "audit",
+    "gateway",
+    "client",
+    "lending",
+    "workflows",
+)
 READ = re.compile(r"""(?:env_[a-z]+|os\.environ\.get|os\.getenv|environ\[)\(?\s*["']([A-Z][A-Z0-9_]+)["']""")
 # config/settings_test.py: the suite's own database name, data dir per process, and xdist's worker name
 TEST_ONLY = {"EULER_TEST_DB_SUFFIX", "EULER_TEST_DATA_DIR", "EULER_TEST_DATA_DIR_OF", "PYTEST_XDIST_WORKER"}
