@@ -15,14 +15,15 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.e2e.test_jobs import FAST, TRAP, Euler
+from tests.e2e.test_jobs import FAST, Euler
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
 GRACE = 10
-# A first attempt counts until it is stopped; one restored from a checkpoint counts 3 more steps and exits 0.
+# A first attempt counts until it is stopped (saying the word in its stop file); one restored from a checkpoint counts 3 more steps and exits 0.
 COUNTER = (
-    TRAP + "mkdir -p /ckpt; n=$(cat /ckpt/step 2>/dev/null || echo 0); echo start $n; "
+    "trap 'echo stopped: $(cat /run/euler/stop); exit 143' TERM; "
+    "mkdir -p /ckpt; n=$(cat /ckpt/step 2>/dev/null || echo 0); echo start $n; "
     "if [ $n -gt 0 ]; then end=$((n+3)); else end=100000; fi; "
     "while [ $n -lt $end ]; do n=$((n+1)); echo $n > /ckpt/step.new; mv /ckpt/step.new /ckpt/step; "
     "echo step $n; sleep 1 & wait $!; done; echo done $n"
@@ -92,7 +93,9 @@ def test_a_window_closing_in_90_s_takes_short_and_checkpointing_jobs_stops_them_
     done = euler.wait_state(job["id"], {"succeeded", "failed", "lost"}, timeout=120)
     assert done["state"] == "succeeded", done
     assert [(a["node"], a["state"]) for a in done["attempts"]] == [(lent, "preempted"), (second, "succeeded")]
-    ran = steps(euler.logs(job["id"], attempt=1))
+    first_log = euler.logs(job["id"], attempt=1)
+    assert "stopped: window" in first_log  # the word in its /run/euler/stop
+    ran = steps(first_log)
     log = euler.logs(job["id"], attempt=2)
     restored = int(re.search(r"^start (\d+)$", log, re.M).group(1))
     assert max(ran) <= restored <= max(ran) + 1  # the stop's checkpoint holds the last step (or one not yet printed)

@@ -17,6 +17,7 @@ from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot
 from jobs.states import AttemptState
 from lending import windows
 from lending.windows import Due, Running
+from nodeagent import attempt_run, protocol
 
 from .conftest import GIB
 
@@ -77,6 +78,8 @@ def test_a_window_stop_ends_preempted_with_its_reason_and_requeues():
     assert stopping.ending(stop=stop, outcome="succeeded", reason="exited") == ("succeeded", "exited")
     assert stopping.requeue_word(stop, AttemptState.PREEMPTED) == "window_closed"
     assert stopping.requeue_word(stopping.Stop(reason="preempt", requeue=True), "preempted") == "preempted"
+    assert protocol.stop_word(stopping.Reason.WINDOW) == "window"  # what the job reads in /run/euler/stop
+    assert attempt_run.REASONS[stopping.Reason.WINDOW] == "window_closed"  # what the agent reports
 
 
 # --- the database shell -----------------------------------------------------------------------------------------
