@@ -52,6 +52,8 @@ def policies(*, health_deadline: float) -> dict[str, TaskPolicy]:
         # The services controller: database work (replicas are jobs submitted and cancelled through jobs.services)
         # and one Redis read per service; never a tenant's server (readiness probes are the health checker's).
         "services.tasks.reconcile_services": TaskPolicy(CONTROL, 25.0, 30.0),
+        # Stops attempts before their node's lender's window closes (lending/windows.py): database work only.
+        "lending.tasks.stop_at_window_end": TaskPolicy(CONTROL, 25.0, 30.0),
         "agents.tasks.run_health_checks": TaskPolicy(HEALTH, health_soft, health_soft + 10.0),
         "workflows.tasks.webhook_dispatch": TaskPolicy(DISPATCH, 25.0, 30.0),
         # Claims take row locks with SKIP LOCKED: two pumps at once claim different rows, so no single flight.

@@ -76,7 +76,7 @@ def _settle_job(job: Job, attempt: Attempt, *, outcome: str, reason: str, exit_c
             job,
             JobState.QUEUED,
             attempt=attempt,
-            why=outcome,
+            why=stopping.requeue_word(stop, outcome),
             note=note,
             now=now,
             current_attempt=None,

@@ -8,8 +8,8 @@ reports the end. The attempt keeps its resources (and its node its rights: jobs/
 can save its work (a checkpoint) within the grace. However the attempt then ends (the node's report, the container
 gone, the node lost, the deadline backstop) the stop decides the outcome (`ending`, pure), not what the node says:
 
-- requeue and not a failure (reclaim, preempt): the attempt ends `reclaimed` / `preempted`, the job goes back to
-  `queued` at once, its retry budget untouched, with an event naming the cause;
+- requeue and not a failure (reclaim, preempt, a lender's window's end): the attempt ends `reclaimed` / `preempted`
+  (a window's end: `preempted`, reason `window_closed`), the job goes back to `queued` at once, its retry budget untouched, with an event naming the cause;
 - a failure (timeout, budget): `failed` with the stop's reason; the retry policy decides the job;
 - neither (cancel): `cancelled`.
 
@@ -38,10 +38,18 @@ class Reason:
     RECLAIM = "reclaim"
     PREEMPT = "preempt"
     DRAIN = "node_draining"
+    WINDOW = "window_closed"  # the node's lender's availability window ends (lending/windows.py)
 
 
-# A stop that requeues without counting as a failure ends its attempt in one of these states.
-REQUEUE_OUTCOME = {Reason.RECLAIM: AttemptState.RECLAIMED, Reason.PREEMPT: AttemptState.PREEMPTED}
+# A stop that requeues without counting as a failure ends its attempt in one of these states. A window's end is
+# Euler stopping the work (known ahead, by the lender's terms): `preempted`, credited in the ledger, unlike a reclaim.
+REQUEUE_OUTCOME = {
+    Reason.RECLAIM: AttemptState.RECLAIMED,
+    Reason.PREEMPT: AttemptState.PREEMPTED,
+    Reason.WINDOW: AttemptState.PREEMPTED,
+}
+# The attempt's `reason` (and the requeue event's) for such a stop: the outcome, or what says more (a window's end).
+REQUEUE_REASON = {Reason.WINDOW: "window_closed"}
 REQUEUED = frozenset(REQUEUE_OUTCOME.values())
 # Stops recorded before the flags existed: these were failures.
 LEGACY_FAILURES = frozenset({Reason.TIMEOUT, Reason.BUDGET})
@@ -83,7 +91,7 @@ def ending(*, stop: Stop | None, outcome: str, reason: str) -> tuple[str, str]:
         return AttemptState.FAILED, stop.reason
     if stop.requeue and stop.reason in REQUEUE_OUTCOME:
         outcome = REQUEUE_OUTCOME[stop.reason]
-        return outcome, str(outcome)  # the reason reads as the outcome (lending.machines.RECLAIM_REASONS)
+        return outcome, requeue_word(stop, outcome)  # lending.machines.RECLAIM_REASONS counts these reasons
     return AttemptState.CANCELLED, stop.reason
 
 
@@ -119,7 +127,8 @@ def request_stop(
     """Ask the attempt's node to stop it: SIGTERM, `grace` seconds (None: the job's stop_grace_seconds; capped at
     EULER_MAX_STOP_GRACE), SIGKILL. The attempt keeps its resources until its node reports the end (or the backstop,
     grace + EULER_JOB_TIMEOUT_GRACE from now, ends it); then `ending` decides how it ends and, for a requeue
-    without failure (REQUEUE_OUTCOME: reclaim, preempt), the job goes back to `queued` without spending a retry.
+    without failure (REQUEUE_OUTCOME: reclaim, preempt, window_closed), the job goes back to `queued` without
+    spending a retry.
 
     Call inside a transaction holding the job row (transitions.lock); `attempt.job` must be loaded. Returns False
     when the attempt is no longer active or a stop was already asked of it (the first stop wins). Writes a JobEvent
@@ -156,10 +165,18 @@ def request_stop(
     return True
 
 
+def requeue_word(stop: Stop | None, outcome: str) -> str:
+    """The reason a requeued attempt ends with (and its job's event says): the outcome, unless the stop's reason
+    says more (REQUEUE_REASON: `window_closed`). Pure."""
+    return REQUEUE_REASON.get(stop.reason, str(outcome)) if stop is not None else str(outcome)
+
+
 def requeue_note(*, attempt: Attempt, stop: Stop, outcome: str) -> tuple[str, str]:
     """(event message, pending reason) for a job requeued after its attempt was `outcome` (reclaimed, preempted)."""
     who = f" by {stop.by}" if stop.by else ""
     where = f" on node {attempt.node_name}" if attempt.node_name else ""
+    if stop.reason == Reason.WINDOW:
+        outcome = "stopped at the end of its lender's availability window"
     note = f"attempt {attempt.number}{where} {outcome}{who}: back to the queue, its retry budget untouched"
     pending = f"requeued: its attempt{where} was {outcome}{who}"
     return note, pending

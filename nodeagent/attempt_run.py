@@ -42,6 +42,7 @@ REASONS = {
     "reclaim": "reclaimed",
     "preempt": "preempted",
     "quota_exceeded": "quota_exceeded",
+    "window_closed": "window_closed",
 }
 
 

@@ -236,6 +236,7 @@ STOP_WORDS = {
     "reclaim": "reclaim",
     "preempt": "preempt",
     "node_draining": "drain",
+    "window_closed": "window",
     "stale_attempt": "stale",
     "disk_limit": "disk_limit",
     "gpu_error": "gpu_error",
@@ -345,10 +346,11 @@ class PollReply(Lenient):
 # gpu_error: the agent stopped the container because a GPU it held turned unhealthy (a critical XID, an uncorrected
 # ECC error); the message names the GPU and the fault. The server counts it as `lost` for `retry_on`.
 # reclaimed, preempted: the agent stopped the container as asked by a `reclaim` or `preempt` stop (the server
-# decides the outcome of an attempt it asked to stop from its own record: jobs/stopping.py).
+# decides the outcome of an attempt it asked to stop from its own record: jobs/stopping.py). window_closed: stopped as
+# asked at the end of the node's lender's availability window.
 ExitReason = Literal[
     "exited", "oom", "timeout", "image_pull_failed", "start_failed", "cancelled", "lost", "disk_limit", "gpu_error",
-    "reclaimed", "preempted", "quota_exceeded",
+    "reclaimed", "preempted", "quota_exceeded", "window_closed",
 ]  # fmt: skip
 
 

@@ -40,6 +40,7 @@ def eligibility_key(job: JobSnapshot) -> tuple:
         job.image,
         job.isolation,
         job.timeout_seconds,  # lenders' windows and hour limits
+        job.checkpoint_lead,  # a checkpoint lets a job start before a window's close
         job.min_reliability,
     )
 

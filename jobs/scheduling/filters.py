@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from jobs.scheduling import isolation as tiers
+from jobs.scheduling import terms as lender_terms
 from jobs.scheduling.snapshots import PLATFORM, POOL_OWN, JobSnapshot, NodeSnapshot
 from nodeagent.gpumatch import describe
 from nodeagent.imageref import allowed_by
@@ -74,8 +75,8 @@ def isolation(node: NodeSnapshot, job: JobSnapshot) -> str | None:
 
 
 # A lender's terms (lending/terms.py; the caps are applied to the node's totals when it is loaded). A window's
-# end is a reclaim known ahead: a job must finish by its timeout before the window closes. (A job with a
-# checkpoint could be stopped and resumed instead, but Euler has no checkpoints yet: every job counts as none.)
+# end is a reclaim known ahead: a job must finish by its timeout before the window closes, unless it declares a
+# checkpoint: then it is stopped with its grace and a checkpoint before the close and requeued (lending/windows.py).
 
 
 def terms_project(node: NodeSnapshot, job: JobSnapshot) -> str | None:
@@ -91,8 +92,11 @@ def terms_closed(node: NodeSnapshot, job: JobSnapshot) -> str | None:
 
 
 def terms_window(node: NodeSnapshot, job: JobSnapshot) -> str | None:
-    """The window closes before the job's timeout could end."""
-    return "terms_window" if node.terms_left is not None and job.timeout_seconds > node.terms_left else None
+    """The window closes before the job's timeout could end (and the job has no checkpoint to stop with there)."""
+    fits = lender_terms.fits_window(
+        left=node.terms_left, timeout=job.timeout_seconds, checkpoint_lead=job.checkpoint_lead
+    )
+    return None if fits else "terms_window"
 
 
 def terms_hours(node: NodeSnapshot, job: JobSnapshot) -> str | None:
@@ -143,7 +147,7 @@ STATIC_PHRASES = {
     "isolation": "lack a sandboxed runtime (the job, the node's trust level or its lender requires one)",
     "terms_project": "are not lent to this project (their lenders' terms)",
     "terms_closed": "are outside their lenders' availability windows",
-    "terms_window": "close their availability window before the job's timeout could end",
+    "terms_window": "close their availability window before the job's timeout could end (and before a checkpoint's stop)",
     "terms_hours": "take no job this long (their lenders' max_job_hours)",
     "reliability": "score below the job's min_reliability",
 }

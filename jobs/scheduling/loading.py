@@ -141,7 +141,17 @@ def job_snapshot(job: Job) -> JobSnapshot:
         timeout_seconds=job.timeout_seconds,
         min_reliability=job.min_reliability,
         spread_group=job.spread_group,
+        checkpoint_lead=checkpoint_lead(job),
     )
+
+
+def checkpoint_lead(job: Job) -> float | None:
+    """A job with a checkpoint: how long before a lender's window closes its stop begins (its grace, clamped as
+    every stop's, and the window pass's period: lending/windows.py). None: no checkpoint."""
+    if not job.checkpoint:
+        return None
+    grace = max(0, min(job.stop_grace_seconds, settings.EULER_MAX_STOP_GRACE))  # as jobs.stopping.clamp_grace
+    return float(grace) + settings.EULER_WINDOW_CHECK_INTERVAL
 
 
 def project_limits(project_ids: set[int], *, now: datetime | None = None) -> dict[int, ProjectLimit]:

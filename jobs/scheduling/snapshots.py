@@ -77,6 +77,10 @@ class JobSnapshot:
     timeout_seconds: int = 0  # 0: not known (tests of other rules); a lender's window or hour limit reads it
     min_reliability: float = 0.0  # 0–100: only nodes scored at least this
     spread_group: str = ""  # a service's replicas: other lenders' nodes first, then other nodes (spread.py)
+    # A job that declares a checkpoint: the seconds it needs before a lender's window closes to be stopped there with
+    # a checkpoint (its stop grace + EULER_WINDOW_CHECK_INTERVAL; jobs/scheduling/terms.py fits_window). None: no
+    # checkpoint, it must finish by its timeout before the window closes.
+    checkpoint_lead: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,16 @@ def window_state(windows: list[dict], zone: str, now: datetime) -> tuple[bool, f
     return False, None, None
 
 
+def fits_window(*, left: float | None, timeout: float, checkpoint_lead: float | None) -> bool:
+    """A job may start on a node whose window closes in `left` seconds (None: no window closes) when it can end by
+    its timeout before the close, or when it declares a checkpoint and the close is further than its stop's lead
+    (`checkpoint_lead`: its grace and the window pass's period): it is then stopped with its grace before the close,
+    its checkpoint taken, and requeued to resume elsewhere (lending/windows.py). Pure."""
+    if left is None or timeout <= left:
+        return True
+    return checkpoint_lead is not None and left > checkpoint_lead
+
+
 def capped(offered: int, cap: int | None) -> int:
     """What the scheduler may use: the offered figure, never above the lender's cap (a cap never raises it)."""
     return offered if cap is None else max(0, min(offered, cap))

@@ -18,6 +18,8 @@ SOURCES = (
     "gateway",
     "client",
     "services",
+    "lending",
+    "workflows",
 )
 READ = re.compile(r"""(?:env_[a-z]+|os\.environ\.get|os\.getenv|environ\[)\(?\s*["']([A-Z][A-Z0-9_]+)["']""")
 # config/settings_test.py: the suite's own database name, data dir per process, and xdist's worker name

@@ -22,6 +22,8 @@ CONTROL_LOOP = {
     # the services controller: database work (replicas are jobs it submits and cancels) and one Redis read per
     # service; the readiness probes that reach tenants' servers are the health checker's, on `health`
     "services.tasks.reconcile_services",
+    # a lender's window's end: stops running attempts before the close (database work only, lending/windows.py)
+    "lending.tasks.stop_at_window_end",
 }
 
 

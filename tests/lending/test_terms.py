@@ -113,7 +113,7 @@ def _window(now, *, closes_in: timedelta) -> dict:
 def test_a_window_closing_soon_gets_a_short_job_but_not_a_long_one(owner_api, api, mine):
     _set(mine, windows=[_window(timezone.now(), closes_in=timedelta(seconds=90))])
     long_job = _job(api, timeout_seconds=600)
-    assert _placed(long_job) == "no node fits: 1 close their availability window before the job's timeout could end"
+    assert _placed(long_job).startswith("no node fits: 1 close their availability window before the job's timeout")
     assert _placed(_job(api, timeout_seconds=30)) == "mine"
 
 
