@@ -283,10 +283,15 @@ class Periodic:
         self.done.set()
 
     def _loop(self) -> None:
+        """Start to start: a checkpoint begins every `interval` seconds after the last one began (at once when the
+        last took longer), so the steps a lost node costs stay within one interval plus one upload's time, not
+        interval plus upload time for every checkpoint since the start."""
         run = self.run
-        while not self.done.wait(self.interval):
+        due = time.monotonic() + self.interval
+        while not self.done.wait(max(0.0, due - time.monotonic())):
             if run.exited.is_set() or run.ex.closing.is_set():
                 return
+            due = time.monotonic() + self.interval
             try:
                 upload_checkpoint(run, self.cid, "periodic")
             except (Stale, Interrupted):

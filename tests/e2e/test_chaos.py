@@ -81,10 +81,11 @@ class Chaos:
         name = f"chaos-{uuid.uuid4().hex[:6]}"
         _, token = enrollment_token_create(trust="platform", label="chaos")
         agent = self.platform.start_agent(name, token=token)
-        node = self.platform.wait_for(lambda: Node.objects.filter(name=name).first(), f"{name} enrolls")
+        # Ceilings, not timings: an agent's first start on a loaded machine (a parallel suite) took over 60 s.
+        node = self.platform.wait_for(lambda: Node.objects.filter(name=name).first(), f"{name} enrolls", timeout=180)
         node_approve(node=node, trust="platform", public_pool=True)
-        self.platform.wait_for(lambda: "approved" in agent.log(), f"{name} learns it is approved")
-        self.platform.wait_for(lambda: Node.objects.get(name=name).online, f"{name} online")
+        self.platform.wait_for(lambda: "approved" in agent.log(), f"{name} learns it is approved", timeout=180)
+        self.platform.wait_for(lambda: Node.objects.get(name=name).online, f"{name} online", timeout=180)
         self.nodes.append(name)
         return name
 

@@ -15,7 +15,7 @@ from tests.e2e.test_jobs import FAST, TRAP, Euler
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
-STEPS = 30
+STEPS = 60  # long enough that a loaded machine still kills it mid-run, after two checkpoints
 INTERVAL = 5
 COUNTER = (
     "mkdir -p /ckpt; n=$(cat /ckpt/step 2>/dev/null || echo 0); echo start $n; "

@@ -151,6 +151,7 @@ def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_repl
     job = euler.job(victim["job"])
     container = job["attempts"][-1]
     euler.platform.kill_agent(victim["node"])
+    seen = Counter(e["kind"] for e in service(euler, "web")["events"])
     with Load(euler, "web") as load:
         docker.from_env().api.kill(euler.containers(container["id"])[0])
         euler.platform.wait_for(lambda: any(r["id"] == victim["id"] and r["state"] == "ended"
@@ -162,8 +163,11 @@ def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_repl
         euler.platform.wait_for(lambda: sum(load.results.values()) > 50, "calls answered after the replacement")
     print(f"replacement: {sum(load.results.values())} calls, failures {load.failures[:3]}")
     assert not load.failures, load.failures[:5]
-    kinds = [e["kind"] for e in service(euler, "web")["events"]]
-    assert "replica_failed" in kinds and "rolled_out" in kinds
+    kinds = Counter(e["kind"] for e in service(euler, "web")["events"])
+    # The lost replica is replaced either way: its job seen ended (`replica_failed`) or, first on a loaded machine,
+    # its readiness probe failing (`replaced`).
+    assert kinds["replica_failed"] + kinds["replaced"] > seen["replica_failed"] + seen["replaced"], kinds
+    assert kinds["rolled_out"]
 
     # Delete: every replica leaves the rotation, drains, stops; the agent is gone with it.
     assert euler.http.delete("services/web").status_code == 202
