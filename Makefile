@@ -38,7 +38,7 @@ up: $(STAMP) $(CLIENT_STAMP)
 # put in one xdist_group each (tests/conftest.py), which --dist loadgroup runs on a single worker.
 TEST_WORKERS ?= 4
 test: $(DEV_STAMP) $(CLIENT_STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations 40 $(PYTEST_ARGS)
 
 # The end-to-end folder FLAKY_ROUNDS times over (pytest-repeat), on the same workers as `make test`: a test that
 # fails once in these rounds is a bug to find, never a retry to add.

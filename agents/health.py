@@ -142,7 +142,16 @@ def _run_round(probes: list[Probe]) -> list[tuple[int, bool, float, str]]:
         return loop.run_until_complete(_run(probes))
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
+        close_loop(loop)
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close a round's loop; first its tunnel hub stops listening: one still listening on a closed loop would lock
+    every later round out of the channel layer (gateway.tunnel.drop_hub)."""
+    try:
+        loop.run_until_complete(tunnel.drop_hub())
         loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
         loop.close()
 
 

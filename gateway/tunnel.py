@@ -274,12 +274,28 @@ async def close_hub() -> None:
     found = _hubs.get(id(asyncio.get_running_loop()))
     if found is None or found.streams or found.task is None:
         return
-    found.task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await found.task
+    await drop_hub()
+
+
+async def drop_hub() -> None:
+    """Stop this loop's hub whatever streams it still names (they read a close): for a loop about to close.
+
+    channels_redis counts the receivers of a layer and lets them all be on one loop; a hub left listening on a
+    closed loop holds that count for good (its task is never resumed, so its `finally` never runs) and every
+    later loop's hub in the process is refused ("Two event loops are trying to receive()"): no reply would reach
+    a health round again (a service's replicas would never get ready)."""
+    found = _hubs.pop(id(asyncio.get_running_loop()), None)
+    if found is None:
+        return
+    for stream in list(found.streams.values()):
+        stream.feed(wire.CLOSE, b"the gateway's loop is closing")
+    found.streams.clear()
+    if found.task is not None and not found.task.done():
+        found.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await found.task
     if found.channel is not None:
         tunnels.unregister_local(found.channel)
-    _hubs.pop(id(asyncio.get_running_loop()), None)
 
 
 def mounts(limits: httpx.Limits | None = None) -> dict[str, httpx.AsyncBaseTransport]:

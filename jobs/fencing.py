@@ -7,14 +7,7 @@ while its right lasts:
   (assigned or running). The outputs phase runs between the container's exit and the `ended` report, so it ends
   when that report is accepted (or when the server ended the attempt: lost, the deadline backstop, a stop the node
   obeyed). After that each answers 409 `stale_attempt` and changes nothing: no row, no stored file, no event, no
-  deadline move. A duplicate `ended` report is one of these.
-    CHECKPOINTS = "checkpoints"
-    SERVE = "serve"  # carry the gateway's streams to the attempt's container (the node tunnel)
-
-
-UNTIL_ENDED = frozenset(
-    {Right.REPORT, Right.OUTPUTS, Right.INPUTS, Right.CHECKPOINTS, Right.SERVE}
-)  # rights that end with the attempt
+  deadline move. A duplicate `ended` report is one of these. Checkpoints and the tunnel's streams (SERVE) too.
 - logs: also after the end, for the job's current attempt on that node: the agent replays what it buffered while
   the server was unreachable; chunks are stored once per seq and within the attempt's log cap
   (jobs/node_api/logs.py), so a late replay completes the log and cannot grow it past the cap.

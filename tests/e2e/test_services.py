@@ -120,10 +120,6 @@ class Load:
 
 
 @pytest.mark.timeout(900)  # pytest-timeout's 300 s: two agents' start-up alone took 60 s and more on a loaded machine
-@pytest.mark.skip(
-    reason="open (issue 38): through the node path, beside other e2e tests, the replacement of the killed replica "
-    "never became ready within 300 s (passed alone, 82 s, at 18:05); to be found, not retried."
-)
 def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_replica(euler):
     first, second = start_node(euler), start_node(euler)
     body = {
@@ -180,11 +176,6 @@ def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_repl
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skip(
-    reason="open (issue 38): through the node path, with 6 slow calls held in flight, the service scales to 3 but "
-    "the added replicas never become ready within 300 s; it passed when replicas were dialled directly (before the "
-    "tunnel's isolation chain). To be found, not retried."
-)
 def test_autoscaling_follows_held_concurrency_and_a_service_scaled_to_zero_serves_its_first_call(euler):
     start_node(euler)
     cgi = ("mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\nsleep 2\\necho slow\\n'"

@@ -85,5 +85,12 @@ def test_a_replica_behind_its_nodes_tunnel_serves_through_the_gateway_of_either_
         r = euler.http.post(f"jobs/{job['id']}/cancel")
         assert r.status_code in (200, 202), r.text
         euler.wait_state(job["id"], {"cancelled"}, timeout=60)
+        # The job is cancelled at once; its attempt (and the node's right to serve it) ends when the node reports
+        # the container gone, after the stop's grace: wait for that event, not the job's state.
+        platform.wait_for(
+            lambda: euler.job(job["id"])["attempts"][0]["state"] not in ("assigned", "running"),
+            "the attempt ends (the container stopped)",
+            timeout=90,
+        )
         r = http.get(f"{web2}{invoke}/index.html")
         assert r.status_code in (502, 503), r.text  # no stream for an ended attempt

@@ -1,0 +1,62 @@
+"""A health round runs on a fresh event loop each time (agents.health._run_round); the tunnel's reply hub on it
+must stop listening before the loop closes, whatever streams it still names. channels_redis lets one loop at a
+time receive on a layer: a hub left on a closed loop locked every later round out, so the probes of a service's
+new replicas never heard an answer and the replicas never got ready."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.layers import get_channel_layer
+
+from agents import health
+from euler import tunnels
+from gateway import tunnel
+from nodeagent import protocol_tunnel as wire
+
+
+@pytest.fixture(autouse=True)
+def redis_layer(settings):
+    """The real layer (channels_redis, on this worker's Redis), as in a worker: the lock-out is its rule."""
+    import config.settings as shipped
+
+    settings.CHANNEL_LAYERS = shipped.CHANNEL_LAYERS
+    assert type(get_channel_layer()).__name__ == "RedisChannelLayer"
+
+
+hubs: list[tunnel.Hub] = []
+
+
+def _round(leave_a_stream: bool) -> bytes:
+    """One round on its own loop, closed as a health round closes it: a reply sent through Redis to the hub's
+    channel reaches a stream."""
+
+    async def go() -> bytes:
+        hub = tunnel.hub()
+        hubs.append(hub)
+        channel = await hub.ready()
+        stream = tunnel.TunnelStream(hub, "specific.nobody!x")
+        await get_channel_layer().send(
+            channel, {"type": tunnels.REPLY, "stream": stream.sid, "kind": wire.DATA, "data": b"answer"}
+        )
+        kind, data = await asyncio.wait_for(stream.queue.get(), 10)
+        assert kind == wire.DATA
+        if not leave_a_stream:
+            stream._forget()
+        return data
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(go())
+    finally:
+        health.close_loop(loop)
+
+
+def test_a_round_that_leaves_a_stream_in_its_hub_does_not_lock_the_next_rounds_out_of_the_channel_layer():
+    assert _round(leave_a_stream=True) == b"answer"  # a probe cut short: its stream is still in the hub
+    for _ in range(3):
+        assert _round(leave_a_stream=False) == b"answer"
+    assert not set(map(id, hubs)) & set(map(id, tunnel._hubs.values()))  # nothing kept for a closed loop
+    layer = get_channel_layer()
+    assert (layer.receive_count, layer.receive_lock, layer.receive_event_loop) == (0, None, None)  # no receiver left
