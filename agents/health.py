@@ -128,7 +128,7 @@ async def _run(probes: list[Probe]) -> list[tuple[int, bool, float, str]]:
     # One connection per probe: a pool smaller than the round would queue probes behind slow upstreams.
     limits = httpx.Limits(max_connections=len(probes), max_keepalive_connections=0)
     # euler-node://<attempt>:<port>: a replica behind its node's tunnel (gateway/tunnel.py), probed through it
-    async with ssrf.pinned_client(limits=limits, mounts=tunnel.mounts(limits)) as client:
+    async with tunnel.loop_hub(), ssrf.pinned_client(limits=limits, mounts=tunnel.mounts(limits)) as client:
         return await asyncio.gather(*(_probe(client, p) for p in probes))
 
 
@@ -146,10 +146,7 @@ def _run_round(probes: list[Probe]) -> list[tuple[int, bool, float, str]]:
 
 
 def close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Close a round's loop; first its tunnel hub stops listening: one still listening on a closed loop would lock
-    every later round out of the channel layer (gateway.tunnel.drop_hub)."""
     try:
-        loop.run_until_complete(tunnel.drop_hub())
         loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
         loop.close()

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 SCHEME = "euler-node"
 OPEN_TIMEOUT = 10.0  # an open that no node answers: a connect timeout
 FULL_RETRY = 0.005
+STOP_WAIT = 2.0  # a cancelled reply listener: its Redis read is dropped with the loop if it does not end in time
 
 
 class NoTunnel(httpcore.ConnectError):
@@ -269,33 +270,46 @@ class NodeTransport(httpx.AsyncBaseTransport):
 
 
 async def close_hub() -> None:
-    """Stop this loop's hub when no stream uses it: channels_redis lets one event loop at a time receive, so a
-    client on a short-lived loop (a health-check round) must stop listening before its loop closes."""
+    """Stop this loop's hub when no stream uses it (a client closing on its loop)."""
     found = _hubs.get(id(asyncio.get_running_loop()))
     if found is None or found.streams or found.task is None:
         return
-    await drop_hub()
+    await _stop(found)
 
 
-async def drop_hub() -> None:
-    """Stop this loop's hub whatever streams it still names (they read a close): for a loop about to close.
-
-    channels_redis counts the receivers of a layer and lets them all be on one loop; a hub left listening on a
-    closed loop holds that count for good (its task is never resumed, so its `finally` never runs) and every
-    later loop's hub in the process is refused ("Two event loops are trying to receive()"): no reply would reach
-    a health round again (a service's replicas would never get ready)."""
-    found = _hubs.pop(id(asyncio.get_running_loop()), None)
-    if found is None:
-        return
+async def _stop(found: Hub) -> None:
+    _hubs.pop(id(asyncio.get_running_loop()), None)
     for stream in list(found.streams.values()):
         stream.feed(wire.CLOSE, b"the gateway's loop is closing")
     found.streams.clear()
     if found.task is not None and not found.task.done():
         found.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await found.task
+        await asyncio.wait([found.task], timeout=STOP_WAIT)
     if found.channel is not None:
         tunnels.unregister_local(found.channel)
+
+
+@contextlib.asynccontextmanager
+async def loop_hub():
+    """For a short-lived loop (a health round): its streams' replies come through a channel layer of its own, made
+    for this loop and dropped with it.
+
+    channels_redis keeps receive state across the loops of a process: a receivers' count, and a lock per channel
+    that a cancelled receive or an unfinished cleaner task leaves bound to its loop for good. Shared by rounds on
+    fresh loops, one round's leftovers made every later receive in the worker fail ("bound to a different event
+    loop"): no reply reached a health round again, and a service's new replicas never got ready. With a layer of
+    its own, nothing a round leaves behind reaches the next. (The in-memory layer of in-process tests is shared:
+    its messages live in its instance.)"""
+    from channels import DEFAULT_CHANNEL_LAYER
+    from channels.layers import channel_layers
+
+    shared = get_channel_layer()
+    layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER) if hasattr(shared, "receive_clean_locks") else shared
+    found = _hubs[id(asyncio.get_running_loop())] = Hub(layer)
+    try:
+        yield found
+    finally:
+        await _stop(found)
 
 
 def mounts(limits: httpx.Limits | None = None) -> dict[str, httpx.AsyncBaseTransport]:

@@ -91,7 +91,7 @@ def ending(*, stop: Stop | None, outcome: str, reason: str) -> tuple[str, str]:
         return AttemptState.FAILED, stop.reason
     if stop.requeue and stop.reason in REQUEUE_OUTCOME:
         outcome = REQUEUE_OUTCOME[stop.reason]
-        return outcome, requeue_word(stop, outcome)  # lending.machines.RECLAIM_REASONS counts these reasons
+        return outcome, requeue_word(stop, outcome)  # lending.machines.RECLAIM_REASONS names those that count
     return AttemptState.CANCELLED, stop.reason
 
 

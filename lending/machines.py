@@ -12,7 +12,9 @@ from django.db.models import Count, Q, Sum
 
 DAYS = 30
 MS_PER_HOUR = 3_600_000
-RECLAIM_REASONS = frozenset({"reclaimed", "preempted", "window_closed"})  # Euler took the machine back
+# The machine was taken back: its lender's reclaim, or its window's end (a reclaim known ahead). A preemption is
+# Euler's own choice (a higher-priority job took the place): it counts against no machine.
+RECLAIM_REASONS = frozenset({"reclaimed", "window_closed"})
 
 
 def lent_nodes(user):

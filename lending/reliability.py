@@ -23,7 +23,7 @@ class Record:
     online_seconds: float  # of which it was online
     hours_run: float  # attempts' run time that ended in the window
     lost: int  # attempts lost with the node (it vanished, its GPU failed, its container disappeared)
-    reclaims: int  # attempts Euler stopped to give the machine back (a window's end, a preemption)
+    reclaims: int  # attempts stopped because the machine was taken back (a reclaim, its window's end)
     gpu_faults: int  # GPU faults: attempts ended by a failed GPU, and GPUs marked unhealthy
     heartbeat_gaps: int  # times it went offline (missed heartbeats past EULER_NODE_OFFLINE_AFTER)
 

@@ -5,20 +5,13 @@ Authenticated like every node route (NodeAPIView) and fenced on the attempt (job
 
 from __future__ import annotations
 
-import json
-
-import pydantic
-from django.http import StreamingHttpResponse
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from euler.errors import InvalidInput
 from jobs.checkpoints import selectors, services
-from jobs.outputs import store, streaming
-from jobs.outputs.node_api import MAX_MANIFEST_BYTES, _read
-from jobs.outputs.services import ChunkTooLarge
+from jobs.outputs.node_api import MAX_MANIFEST_BYTES, read_chunk, read_manifest, stored_bytes
 from nodeagent import protocol
-from nodes.node_api.base import NodeAPIView, _describe
+from nodes.node_api.base import NodeAPIView
 
 
 class CheckpointsView(NodeAPIView):
@@ -27,13 +20,7 @@ class CheckpointsView(NodeAPIView):
     body_limit = MAX_MANIFEST_BYTES
 
     def post(self, request, attempt_id: int):
-        too_large = ChunkTooLarge(f"A manifest is at most {MAX_MANIFEST_BYTES} bytes.", code="manifest_too_large")
-        body = _read(request, MAX_MANIFEST_BYTES, too_large)
-        try:
-            manifest = protocol.CheckpointManifest.model_validate(json.loads(body or b"null"))
-        except (ValueError, pydantic.ValidationError) as exc:
-            what = _describe(exc) if isinstance(exc, pydantic.ValidationError) else f"not JSON: {exc}"
-            raise InvalidInput(f"The checkpoint manifest is not valid: {what}", code="invalid_manifest") from None
+        manifest = read_manifest(request, protocol.CheckpointManifest, "checkpoint manifest")
         plan = services.plan_checkpoint(node=request.node, attempt_id=attempt_id, manifest=manifest)
         return Response(plan.model_dump())
 
@@ -47,10 +34,8 @@ class BlobView(NodeAPIView):
         return Response(services.blob_state(node=request.node, attempt_id=attempt_id, blob_id=blob_id).model_dump())
 
     def put(self, request, attempt_id: int, blob_id: int):
-        limit = protocol.MAX_OUTPUT_CHUNK_BYTES
-        data = _read(request, limit, ChunkTooLarge(f"A chunk is at most {limit} bytes."))
         reply = services.receive_chunk(node=request.node, attempt_id=attempt_id, blob_id=blob_id,
-                                       content_range=request.META.get("HTTP_CONTENT_RANGE"), data=data)  # fmt: skip
+                                       content_range=request.META.get("HTTP_CONTENT_RANGE"), data=read_chunk(request))  # fmt: skip
         return Response(reply.model_dump())
 
 
@@ -81,8 +66,4 @@ class BlobDataView(NodeAPIView):
 
     def get(self, request, attempt_id: int, blob_id: int):
         blob = selectors.blob_for_node(node=request.node, attempt_id=attempt_id, blob_id=blob_id)
-        blocks = streaming.body(request, store.iter_range(blob.storage_key, 0, None) if blob.size else iter(()))
-        response = StreamingHttpResponse(blocks, content_type="application/octet-stream")
-        response["Content-Length"] = str(blob.size)
-        response["X-Euler-Sha256"] = blob.sha256
-        return response
+        return stored_bytes(request, storage_key=blob.storage_key, size=blob.size, sha256=blob.sha256)

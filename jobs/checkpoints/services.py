@@ -18,8 +18,7 @@ from jobs import fencing
 from jobs.checkpoints import rules
 from jobs.checkpoints.models import Checkpoint, CheckpointBlob, CheckpointState
 from jobs.models import Attempt, Job, JobEvent
-from jobs.outputs import keepalive, store
-from jobs.outputs import rules as output_rules
+from jobs.outputs import chunks, keepalive, store
 from jobs.outputs import selectors as output_selectors
 from jobs.outputs.services import EMPTY_SHA256
 from nodeagent import protocol
@@ -141,29 +140,12 @@ def receive_chunk(*, node, attempt_id: int, blob_id: int, content_range: str | N
 def _receive(*, node, attempt_id: int, blob_id: int, content_range: str | None, data: bytes):
     attempt = _of(node, attempt_id, lock=fencing.Lock.ATTEMPT)
     blob = _blob(attempt.job, blob_id, lock=True)
-    if store.is_bucket():
-        raise InvalidInput(
-            "This server stores checkpoints in a bucket: PUT to the plan's URL.", code="use_presigned_put"
-        )
-    parsed = output_rules.content_range(content_range)
-    if parsed is None:
-        raise InvalidInput("Content-Range must be `bytes START-END/SIZE`.", code="invalid_content_range")
-    start, end, size = parsed
-    if size != blob.size or len(data) != end - start + 1:
-        raise InvalidInput(f"The chunk does not match its Content-Range or the blob's size ({blob.size}).",
-                           code="invalid_content_range")  # fmt: skip
-    if blob.complete:
+    took = chunks.take(blob, content_range=content_range, data=data, stored="checkpoints", noun="blob")
+    if took is chunks.Took.HELD:
         return protocol.OutputFileReply(offset=blob.size, complete=True)
-    if start != blob.received:
-        raise Conflict(f"The server holds {blob.received} bytes of this blob: send from there.",
-                       code="offset_mismatch", extra={"offset": blob.received})  # fmt: skip
-    blob.received = store.append(blob.storage_key, start, data)
-    if blob.received == blob.size:
-        if store.sha256_hex(blob.storage_key) != blob.sha256:
-            store.reset(blob.storage_key)
-            CheckpointBlob.objects.filter(pk=blob.pk).update(received=0)
-            return None
-        blob.complete = True
+    if took is chunks.Took.MISMATCH:
+        CheckpointBlob.objects.filter(pk=blob.pk).update(received=0)
+        return None
     blob.save(update_fields=["received", "complete"])
     keepalive.on_progress(attempt=attempt)  # a stop's checkpoint sending after a timeout holds the backstop too
     return protocol.OutputFileReply(offset=blob.received, complete=blob.complete)

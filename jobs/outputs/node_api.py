@@ -34,21 +34,40 @@ def _read(request, limit: int, too_large: Exception) -> bytes:
     return body
 
 
+def read_manifest(request, model: type[pydantic.BaseModel], what: str):
+    """The body (at most MAX_MANIFEST_BYTES: else 413 `manifest_too_large`) as `model`, or 400 `invalid_manifest`
+    saying what is wrong with `what`: outputs' and checkpoints' manifests alike."""
+    too_large = services.ChunkTooLarge(f"A manifest is at most {MAX_MANIFEST_BYTES} bytes.", code="manifest_too_large")
+    body = _read(request, MAX_MANIFEST_BYTES, too_large)
+    try:
+        return model.model_validate(json.loads(body or b"null"))
+    except (ValueError, pydantic.ValidationError) as exc:
+        detail = _describe(exc) if isinstance(exc, pydantic.ValidationError) else f"not JSON: {exc}"
+        raise InvalidInput(f"The {what} is not valid: {detail}", code="invalid_manifest") from None
+
+
+def read_chunk(request) -> bytes:
+    """One upload chunk's bytes (at most MAX_OUTPUT_CHUNK_BYTES, else 413)."""
+    limit = protocol.MAX_OUTPUT_CHUNK_BYTES
+    return _read(request, limit, services.ChunkTooLarge(f"A chunk is at most {limit} bytes."))
+
+
+def stored_bytes(request, *, storage_key: str, size: int, sha256: str) -> StreamingHttpResponse:
+    """A stored object's bytes, streamed to a node (an input file, a checkpoint's blob for a restore)."""
+    blocks = streaming.body(request, store.iter_range(storage_key, 0, None) if size else iter(()))
+    response = StreamingHttpResponse(blocks, content_type="application/octet-stream")
+    response["Content-Length"] = str(size)
+    response["X-Euler-Sha256"] = sha256
+    return response
+
+
 class ManifestView(NodeAPIView):
     """POST /node-api/v1/attempts/{attempt_id}/outputs — an OutputManifest; answers an OutputsPlan."""
 
     body_limit = MAX_MANIFEST_BYTES
 
     def post(self, request, attempt_id: int):
-        too_large = services.ChunkTooLarge(
-            f"A manifest is at most {MAX_MANIFEST_BYTES} bytes.", code="manifest_too_large"
-        )
-        body = _read(request, MAX_MANIFEST_BYTES, too_large)
-        try:
-            manifest = protocol.OutputManifest.model_validate(json.loads(body or b"null"))
-        except (ValueError, pydantic.ValidationError) as exc:
-            what = _describe(exc) if isinstance(exc, pydantic.ValidationError) else f"not JSON: {exc}"
-            raise InvalidInput(f"The manifest is not valid: {what}", code="invalid_manifest") from None
+        manifest = read_manifest(request, protocol.OutputManifest, "manifest")
         plan = services.plan_manifest(node=request.node, attempt_id=attempt_id, manifest=manifest)
         return Response(plan.model_dump())
 
@@ -63,10 +82,8 @@ class OutputFileView(NodeAPIView):
         return Response(reply.model_dump())
 
     def put(self, request, attempt_id: int, file_id: int):
-        limit = protocol.MAX_OUTPUT_CHUNK_BYTES
-        data = _read(request, limit, services.ChunkTooLarge(f"A chunk is at most {limit} bytes."))
         reply = services.receive_chunk(node=request.node, attempt_id=attempt_id, file_id=file_id,
-                                       content_range=request.META.get("HTTP_CONTENT_RANGE"), data=data)  # fmt: skip
+                                       content_range=request.META.get("HTTP_CONTENT_RANGE"), data=read_chunk(request))  # fmt: skip
         return Response(reply.model_dump())
 
 
@@ -89,8 +106,4 @@ class InputFileView(NodeAPIView):
 
     def get(self, request, attempt_id: int, output_id: int):
         row = selectors.input_for_node(node=request.node, attempt_id=attempt_id, output_id=output_id)
-        blocks = streaming.body(request, store.iter_range(row.storage_key, 0, None) if row.size else iter(()))
-        response = StreamingHttpResponse(blocks, content_type="application/octet-stream")
-        response["Content-Length"] = str(row.size)
-        response["X-Euler-Sha256"] = row.sha256
-        return response
+        return stored_bytes(request, storage_key=row.storage_key, size=row.size, sha256=row.sha256)

@@ -13,10 +13,10 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from euler.errors import Conflict, EulerError, InvalidInput, NotFound
+from euler.errors import EulerError, InvalidInput, NotFound
 from jobs import fencing
 from jobs.models import Attempt, Job, JobEvent
-from jobs.outputs import keepalive, rules, selectors, store
+from jobs.outputs import chunks, keepalive, rules, selectors, store
 from jobs.outputs.models import OutputFile
 from nodeagent import protocol
 
@@ -175,27 +175,14 @@ def receive_chunk(*, node, attempt_id: int, file_id: int, content_range: str | N
 def _receive(*, node, attempt_id: int, file_id: int, content_range: str | None, data: bytes):
     attempt = _outputs_of(node, attempt_id, lock=fencing.Lock.ATTEMPT)  # the bytes land before any `ended`
     row = _row(attempt, file_id)
-    if store.is_bucket():
-        raise InvalidInput("This server stores outputs in a bucket: PUT to the plan's URL.", code="use_presigned_put")
-    parsed = rules.content_range(content_range)
-    if parsed is None:
-        raise InvalidInput("Content-Range must be `bytes START-END/SIZE`.", code="invalid_content_range")
-    start, end, size = parsed
-    if size != row.size or len(data) != end - start + 1:
-        raise InvalidInput(f"The chunk does not match its Content-Range or the file's size ({row.size}).",
-                           code="invalid_content_range")  # fmt: skip
-    if row.complete:
+    took = chunks.take(row, content_range=content_range, data=data, stored="outputs", noun="file")
+    if took is chunks.Took.HELD:
         return protocol.OutputFileReply(offset=row.size, complete=True)  # held already: not progress
-    if start != row.received:
-        raise Conflict(f"The server holds {row.received} bytes of this file: send from there.",
-                       code="offset_mismatch", extra={"offset": row.received})  # fmt: skip
-    row.received = store.append(row.storage_key, start, data)
-    if row.received == row.size:
-        if store.sha256_hex(row.storage_key) != row.sha256:
-            store.reset(row.storage_key)
-            OutputFile.objects.filter(pk=row.pk).update(received=0)
-            return None
-        row.complete, row.completed_at = True, timezone.now()
+    if took is chunks.Took.MISMATCH:
+        OutputFile.objects.filter(pk=row.pk).update(received=0)
+        return None
+    if row.complete:
+        row.completed_at = timezone.now()
     row.save(update_fields=["received", "complete", "completed_at"])
     keepalive.on_progress(attempt=attempt)  # a larger offset, or a file newly complete
     return protocol.OutputFileReply(offset=row.received, complete=row.complete)

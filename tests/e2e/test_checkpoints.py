@@ -2,7 +2,7 @@
 second with interval_seconds 5; its node agent and container are killed with SIGKILL mid-run; the job finishes on
 a second node from the last committed checkpoint, and the final count proves what was lost. A cancel takes a last
 checkpoint of the stopped container's files; a directory of 100,000 files is refused, with the reason on the job,
-and does not hold the stop."""
+and does not hold the stop. A reclaim and a preemption resume from the stop's checkpoint: no step lost."""
 
 from __future__ import annotations
 
@@ -104,3 +104,74 @@ def test_a_checkpoint_of_100000_files_is_refused_with_the_reason_and_does_not_ho
     listing = euler.http.get(f"jobs/{job['id']}/checkpoints").json()
     assert "more than 10000 files" in listing["last_refusal"]["message"]
     assert listing["checkpoints"] == []
+
+
+# The counter of the two tests below: fewer steps (it is stopped after its first checkpoint, then finishes), and no
+# trap: SIGTERM leaves it counting through its grace, and the stop's checkpoint, taken once the container stopped,
+# holds the last step it wrote.
+SHORT = 30
+SHORT_COUNTER = COUNTER.replace(f"-lt {STEPS}", f"-lt {SHORT}")
+
+
+def resumed_from_the_stop(euler, job_id: int) -> tuple[int, int]:
+    """(last step the first attempt logged, step the second began at), once checked: the second began at the
+    stop's checkpoint and ran to the end."""
+    ran_first = steps(euler.logs(job_id, attempt=1))
+    log = euler.logs(job_id, attempt=2)
+    restored = int(re.search(r"^start (\d+)$", log, re.M).group(1))
+    assert steps(log) == list(range(restored + 1, SHORT + 1)) and f"done {SHORT}" in log
+    stops = [c for c in checkpoints(euler, job_id) if c["attempt"] == 1 and c["reason"] == "stop"]
+    assert stops, checkpoints(euler, job_id)
+    # No step lost beyond the stop's checkpoint: the second attempt began at (or after) the last step the first
+    # logged (the file is written before its line, so it may be one ahead of the log, never behind it).
+    assert restored >= max(ran_first), (ran_first, restored)
+    return max(ran_first), restored
+
+
+def test_a_reclaimed_job_resumes_elsewhere_from_its_stop_checkpoint_and_loses_no_step(euler):
+    from tests.e2e.test_stops import euler_node
+
+    first = euler.node()
+    job = euler.submit(["sh", "-c", SHORT_COUNTER], max_retries=0, timeout_seconds=300, stop_grace_seconds=2,
+                       checkpoint={"path": "/ckpt", "interval_seconds": INTERVAL, "keep_last": 20})  # fmt: skip
+    euler.wait_state(job["id"], {"running"})
+    euler.platform.wait_for(lambda: checkpoints(euler, job["id"]), "a periodic checkpoint", timeout=90)
+    second = euler.node()
+    reclaimed = euler_node(euler.platform, first, "reclaim", "--grace", "2", "--json")
+    assert reclaimed.returncode == 0, reclaimed.stderr
+    done = euler.wait_state(job["id"], {"succeeded", "failed", "lost"}, timeout=180)
+    assert done["state"] == "succeeded", done
+    assert [(a["node"], a["state"]) for a in done["attempts"]] == [(first, "reclaimed"), (second, "succeeded")]
+    assert done["retries_used"] == 0
+    logged, restored = resumed_from_the_stop(euler, job["id"])
+    print(f"reclaim resume: first attempt logged step {logged}, the second began at {restored}")
+
+
+def test_a_preempted_job_resumes_from_its_stop_checkpoint_after_the_higher_class_job_and_loses_no_step(
+    platform_factory, project, other_project, docker_engine
+):
+    from quotas.models import PriorityClass
+    from tests.e2e.test_preemption import NODE, PREEMPT
+
+    urgent = PriorityClass.objects.create(name="urgent", value=100)
+    project.max_priority_class = urgent
+    project.save()
+    platform = platform_factory(env=PREEMPT)
+    high, low = Euler(platform, project), Euler(platform, other_project)
+    try:
+        node = high.node(env=NODE)
+        victim = low.submit(["sh", "-c", SHORT_COUNTER], cpu_milli=1000, max_retries=0, timeout_seconds=300,
+                            stop_grace_seconds=2, checkpoint={"path": "/ckpt", "interval_seconds": INTERVAL,
+                                                              "keep_last": 20})["id"]  # fmt: skip
+        low.wait_state(victim, {"running"})
+        platform.wait_for(lambda: checkpoints(low, victim), "a periodic checkpoint", timeout=90)
+        urgent_job = high.submit(["sh", "-c", "echo urgent done"], cpu_milli=1000, priority_class="urgent")
+        assert high.wait_state(urgent_job["id"], {"succeeded", "failed"}, timeout=120)["state"] == "succeeded"
+        done = low.wait_state(victim, {"succeeded", "failed", "lost"}, timeout=180)
+        assert done["state"] == "succeeded", done
+        assert [(a["node"], a["state"]) for a in done["attempts"]] == [(node, "preempted"), (node, "succeeded")]
+        assert done["retries_used"] == 0
+        logged, restored = resumed_from_the_stop(low, victim)
+        print(f"preemption resume: first attempt logged step {logged}, the second began at {restored}")
+    finally:
+        high.cleanup()

@@ -9,6 +9,7 @@ Everything (readiness, rotation, drain, replacement, rolling update, autoscaling
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import docker
@@ -153,15 +154,20 @@ def test_a_service_serves_through_the_gateway_rolls_out_and_replaces_a_lost_repl
     euler.platform.kill_agent(victim["node"])
     seen = Counter(e["kind"] for e in service(euler, "web")["events"])
     with Load(euler, "web") as load:
+        killed_at = time.monotonic()
         docker.from_env().api.kill(euler.containers(container["id"])[0])
         euler.platform.wait_for(lambda: any(r["id"] == victim["id"] and r["state"] == "ended"
                                             for r in service(euler, "web")["replica_list"]) or
                                 victim["id"] not in {r["id"] for r in service(euler, "web")["replica_list"]},
                                 "the lost replica ended", timeout=WAIT)  # fmt: skip
         s = ready(euler, "web", 2)
+        replaced_in = time.monotonic() - killed_at  # printed for BENCHMARKS.md (the issue's ≤ 45 s), not asserted
         assert all(rep["node"] == survivor_node for rep in s["replica_list"])
         euler.platform.wait_for(lambda: sum(load.results.values()) > 50, "calls answered after the replacement")
-    print(f"replacement: {sum(load.results.values())} calls, failures {load.failures[:3]}")
+    print(
+        f"replacement: serving on 2 ready replicas again {replaced_in:.1f} s after the kill; "
+        f"{sum(load.results.values())} calls, failures {load.failures[:3]}"
+    )
     assert not load.failures, load.failures[:5]
     kinds = Counter(e["kind"] for e in service(euler, "web")["events"])
     # The lost replica is replaced either way: its job seen ended (`replica_failed`) or, first on a loaded machine,

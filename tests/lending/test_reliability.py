@@ -138,3 +138,24 @@ def test_min_reliability_is_validated(api, value):
             "memory_bytes": 64 << 20, "timeout_seconds": 60, "min_reliability": value}  # fmt: skip
     r = api.post("/api/v1/jobs", body, format="json")
     assert (r.status_code, r.json()["code"]) == (400, "invalid_min_reliability")
+
+
+@pytest.mark.django_db
+def test_a_reclaim_and_a_windows_end_count_as_reclaims_but_a_preemption_counts_against_no_machine(
+    project, make_user, lent_node, running_attempt
+):
+    from jobs import attempts
+    from jobs.models import Attempt
+    from lending import reliability
+    from lending.models import LedgerEntry
+
+    now = timezone.now()
+    node = lent_node(make_user("rhea"), name="rec", approved_at=now - timedelta(days=20))
+    for stop in ("reclaim", "window_closed", "preempt"):  # each stop as jobs.stopping records it, then the end
+        a = running_attempt(project, node, seconds=600)
+        Attempt.objects.filter(pk=a.pk).update(stop_reason=stop, stop_requeue=True)
+        with transaction.atomic():
+            attempts.end_attempt(a.pk, a.job_id, outcome="failed", reason="exited", exit_code=143, now=now)
+    ended = sorted(LedgerEntry.objects.filter(node=node).values_list("outcome", "reason"))
+    assert ended == [("preempted", "preempted"), ("preempted", "window_closed"), ("reclaimed", "reclaimed")]
+    assert reliability.record_for(node, now=now).reclaims == 2

@@ -1,7 +1,8 @@
-"""A health round runs on a fresh event loop each time (agents.health._run_round); the tunnel's reply hub on it
-must stop listening before the loop closes, whatever streams it still names. channels_redis lets one loop at a
-time receive on a layer: a hub left on a closed loop locked every later round out, so the probes of a service's
-new replicas never heard an answer and the replicas never got ready."""
+"""A health round runs on a fresh event loop each time (agents.health._run_round). channels_redis keeps receive
+state across a process's loops (a receivers' count, a lock per channel that a cancelled receive or an unfinished
+cleaner leaves bound to its loop): shared by the rounds, one round's leftovers made every later receive in the
+worker fail, so the probes of a service's new replicas never heard an answer and the replicas never got ready.
+Each round's replies now come through a layer of its own (gateway.tunnel.loop_hub)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,10 @@ def _round(leave_a_stream: bool) -> bytes:
     channel reaches a stream."""
 
     async def go() -> bytes:
-        hub = tunnel.hub()
+        async with tunnel.loop_hub() as hub:
+            return await through(hub)
+
+    async def through(hub) -> bytes:
         hubs.append(hub)
         channel = await hub.ready()
         stream = tunnel.TunnelStream(hub, "specific.nobody!x")
@@ -53,10 +57,12 @@ def _round(leave_a_stream: bool) -> bytes:
         health.close_loop(loop)
 
 
-def test_a_round_that_leaves_a_stream_in_its_hub_does_not_lock_the_next_rounds_out_of_the_channel_layer():
+def test_a_round_that_leaves_a_stream_in_its_hub_does_not_lock_the_next_rounds_out_of_the_channel_layer(caplog):
     assert _round(leave_a_stream=True) == b"answer"  # a probe cut short: its stream is still in the hub
     for _ in range(3):
         assert _round(leave_a_stream=False) == b"answer"
     assert not set(map(id, hubs)) & set(map(id, tunnel._hubs.values()))  # nothing kept for a closed loop
-    layer = get_channel_layer()
-    assert (layer.receive_count, layer.receive_lock, layer.receive_event_loop) == (0, None, None)  # no receiver left
+    layers = {id(h.layer) for h in hubs}
+    assert len(layers) == len(hubs) and id(get_channel_layer()) not in layers  # a layer per round, none shared
+    failed = [r.getMessage() for r in caplog.records if r.name == "gateway.tunnel"]
+    assert not failed  # no receive failed on a later loop ("bound to a different event loop", "Two event loops")
