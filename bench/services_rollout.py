@@ -7,7 +7,7 @@ Issue 38's e2e measure, as a bench: the real platform (tests/e2e/harness.py: web
 on a scratch PostgreSQL database (created and dropped), two real `./euler-node` agents on the local Docker engine,
 and a 2-replica busybox httpd service (image `euler-test/busybox`, cached) reached as production reaches it:
 `/api/v1/agents/{name}/invoke/…` → gateway → the node's tunnel → the replica. --threads callers alternate a plain
-call (`/`, its body the revision's text) and an SSE call (`/cgi-bin/sse`: three events, each checked) until
+call (the invoke root, its body the revision's text) and an SSE call (`/cgi-bin/sse`: three events, each checked) until
 --calls calls were made. Meanwhile, in order: a rolling update (v1 → v2) once 15% of the calls are made, and,
 once it rolled out and 50% are made, a kill -9 of one replica's node agent and of its container.
 
@@ -75,7 +75,7 @@ class Load:
                     if not ok:
                         self.failures.append(f"sse {r.status_code}: {events}")
                 else:
-                    r = http.get(f"{self.base}/")
+                    r = http.get(self.base)  # the invoke root: no trailing slash
                     body = r.text.strip()
                     ok = r.status_code == 200 and body in ("v1", "v2")
                     self.results[("plain", r.status_code, body if ok else "bad")] += 1
@@ -179,6 +179,11 @@ def main() -> int:
     parser.add_argument("--keep", help="copy the processes' logs here at the end")
     args = parser.parse_args()
 
+    import logging
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped bench still stops its platform (finally)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per call otherwise
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("DJANGO_DEBUG", "true")
     import django

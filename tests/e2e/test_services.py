@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 
 import docker
 import httpx
@@ -206,6 +207,7 @@ def test_autoscaling_follows_held_concurrency_and_a_service_scaled_to_zero_serve
                 http.get("agents/auto/invoke/cgi-bin/slow")
 
     threads = [threading.Thread(target=slow, daemon=True) for _ in range(6)]
+    load_started = datetime.now(UTC)
     for t in threads:
         t.start()
     try:
@@ -217,8 +219,13 @@ def test_autoscaling_follows_held_concurrency_and_a_service_scaled_to_zero_serve
             t.join(timeout=WAIT)
     euler.platform.wait_for(lambda: service(euler, "auto")["replicas"]["current"] == 0, "scaled to zero", timeout=WAIT)
     euler.platform.wait_for(lambda: service(euler, "auto")["ready_replicas"] == 0, "no replica left", timeout=WAIT)
-    scaled = [e["message"] for e in reversed(service(euler, "auto")["events"]) if e["kind"] == "autoscaled"]
-    print(f"autoscaling: {scaled}")
+    events = [e for e in reversed(service(euler, "auto")["events"]) if e["kind"] == "autoscaled"]
+    scaled = [e["message"] for e in events]
+    # Printed for BENCHMARKS.md (the decision ≤ 10 s after the load starts), not asserted.
+    to_three = next(datetime.fromisoformat(e["created_at"].replace("Z", "+00:00")) for e in events
+                    if " → 3 replicas" in e["message"])  # fmt: skip
+    print(f"autoscaling: {scaled}; the decision to 3 came {(to_three - load_started).total_seconds():.1f} s after "
+          "the load started")  # fmt: skip
     assert any(m.endswith(" → 3 replicas") or " → 3 replicas" in m for m in scaled)
     assert any(m.startswith("3 → 1") or m.startswith("2 → 1") for m in scaled)  # down first, by the long window
     assert scaled[-1].startswith("1 → 0")
