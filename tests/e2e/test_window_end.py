@@ -1,11 +1,11 @@
 """A lender's availability window ends, end to end (issue 37): web, worker, beat and real `./euler-node` agents.
 
-A node whose lender's window closes in 45 s (to the next whole minute: 45 to 105 s) gets no 10-minute job without a
+A node whose lender's window closes in 90 s (to the next whole minute: 90 to 150 s) gets no 10-minute job without a
 checkpoint (its pending reason says why); it gets a 30 s job, which succeeds, and a checkpointing counter job, which
 is stopped before the close with its grace and a checkpoint, and requeued without spending a retry (attempt
 `preempted`, reason `window_closed`). After the close the node takes nothing; a second node with no window then
 runs the job on from its checkpoint. The close is the real one: the pass runs every second (EULER_WINDOW_CHECK_INTERVAL)
-but the window's seconds are not scaled."""
+but the window's 90 s are not scaled."""
 
 from __future__ import annotations
 
@@ -41,13 +41,13 @@ def steps(text: str) -> list[int]:
     return [int(n) for n in re.findall(r"^step (\d+)$", text, re.M)]
 
 
-def test_a_window_closing_in_45_s_takes_short_and_checkpointing_jobs_stops_them_at_its_end_and_then_nothing(euler):
+def test_a_window_closing_in_90_s_takes_short_and_checkpointing_jobs_stops_them_at_its_end_and_then_nothing(euler):
     from lending.terms import terms_set
     from nodes.models import Node
 
     lent = euler.node()
     now = timezone.now()
-    opened, closes = now - timedelta(hours=1), now + timedelta(seconds=45)
+    opened, closes = now - timedelta(hours=1), now + timedelta(seconds=90)
     closes = closes.replace(second=0, microsecond=0) + timedelta(minutes=1)  # HH:MM: the next whole minute
     window = {"days": sorted({opened.strftime("%a").lower(), closes.strftime("%a").lower()}),
               "start": opened.strftime("%H:%M"), "end": closes.strftime("%H:%M")}  # fmt: skip
