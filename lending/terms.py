@@ -114,8 +114,9 @@ def terms_dict(node) -> dict | None:
     return {k: terms.get(k) for k in FIELDS}
 
 
-def terms_set(*, node, data: dict, by) -> dict:
-    """Replace the node's terms (locked), record who changed what, and ask for a scheduling pass."""
+def terms_set(*, node, data: dict, by, actor: str | None = None) -> dict:
+    """Replace the node's terms (locked), record who changed what (`actor`, else the user `by`), and ask for a
+    scheduling pass."""
     from django.db import transaction
 
     from audit.services import record
@@ -142,6 +143,7 @@ def terms_set(*, node, data: dict, by) -> dict:
             target=f"node:{locked.name}",
             details={"before": was, "after": shown},
             by=by,
+            actor=actor,
         )
         send_on_commit(node_available, locked.pk)  # looser terms may place a waiting job
     return clean

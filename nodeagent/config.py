@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -48,6 +49,7 @@ class AgentConfig:
     images: ImagePolicy = field(default_factory=ImagePolicy)  # which images run here, and the cache cap
     runtimes: RuntimePolicy = field(default_factory=RuntimePolicy)  # which runtimes are offered, the least isolation
     tunnel: bool = True  # keep the node tunnel (nodeagent/tunnel.py) open: how the gateway reaches replicas here
+    terms: dict | None = None  # the lender's terms (EULER_NODE_TERMS), sent once approved, at each start
 
 
 def _bool(env: Mapping[str, str], name: str) -> bool:
@@ -104,6 +106,33 @@ def load_ca_file(env: Mapping[str, str]) -> Path | None:
     return path
 
 
+MAX_TERMS_BYTES = 64 * 1024
+
+
+def load_terms(env: Mapping[str, str]) -> dict | None:
+    """EULER_NODE_TERMS: the lender's terms as JSON (the body of `PUT /api/v1/lending/{name}/terms`), or `@PATH` of
+    a file holding it; unset: the agent sends none (the console's and the API's stand). The server checks them."""
+    raw = (env.get("EULER_NODE_TERMS") or "").strip()
+    if not raw:
+        return None
+    where = "EULER_NODE_TERMS"
+    if raw.startswith("@"):
+        where = f"EULER_NODE_TERMS ({raw[1:]})"
+        try:
+            raw = Path(raw[1:]).expanduser().read_text(encoding="utf-8")[: MAX_TERMS_BYTES + 1]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{where}: cannot read the file ({exc})") from None
+    if len(raw) > MAX_TERMS_BYTES:
+        raise ConfigError(f"{where}: at most {MAX_TERMS_BYTES} bytes")
+    try:
+        terms = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(terms, dict):
+        raise ConfigError(f'{where}: a JSON object, e.g. {{"timezone": "UTC", "windows": [...], "max_gpus": 1}}')
+    return terms
+
+
 def load(env: Mapping[str, str] | None = None) -> AgentConfig:
     env = os.environ if env is None else env
     url = (env.get("EULER_CONTROL_PLANE_URL") or "").strip()
@@ -145,4 +174,5 @@ def load(env: Mapping[str, str] | None = None) -> AgentConfig:
         images=images,
         runtimes=runtimes,
         tunnel=_bool(env, "EULER_NODE_TUNNEL") if (env.get("EULER_NODE_TUNNEL") or "").strip() else True,
+        terms=load_terms(env),
     )

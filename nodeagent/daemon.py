@@ -75,6 +75,7 @@ class Daemon:
         self.executor = executor
         self.link = Link(log)
         self.approval: str | None = None
+        self.terms_sent = False  # EULER_NODE_TERMS applied (or refused) in this start
         self.draining: bool | None = None
         self.interval = 5.0
         self.poll_wait = float(protocol.POLL_WAIT_SECONDS)  # the server's heartbeat replies may lengthen it
@@ -178,6 +179,8 @@ class Daemon:
             self.client.call("POST", protocol.PATH_HEARTBEAT, hb.model_dump(mode="json"))
         )
         self._set_approval(reply.approval, reply.draining)
+        if reply.approval == "approved" and getattr(self.config, "terms", None) is not None and not self.terms_sent:
+            self.send_terms()
         self.interval = reply.heartbeat_interval
         if reply.poll_wait is not None:
             self.poll_wait = min(max(reply.poll_wait, 1.0), protocol.POLL_WAIT_MAX_SECONDS)
@@ -186,6 +189,20 @@ class Daemon:
         if self.gpus is not None and reply.gpu_resets:
             self.gpus.health.apply_resets(reply.gpu_resets)
         return reply
+
+    def send_terms(self) -> None:
+        """The lender's terms from EULER_NODE_TERMS, once per start, once approved (the approved capacity bounds
+        them). Refused: said in the log, and the terms the node had stand; unreachable: tried at the next beat."""
+        try:
+            reply = self.client.call("PUT", protocol.PATH_TERMS, self.config.terms)
+        except Unreachable:
+            return
+        except Refused as exc:
+            self.terms_sent = True
+            log.error("the terms in EULER_NODE_TERMS were refused (%s); the terms set before stand", exc)
+            return
+        self.terms_sent = True
+        log.info("terms from EULER_NODE_TERMS applied: %s", protocol.encode_json(reply.get("terms")).decode())
 
     def heartbeat_loop(self) -> None:
         backoff = Backoff()

@@ -65,6 +65,10 @@ PATH_LEAVING = "leaving"
 # again): {"grace": S} optional on reclaim. A node lifts only its own reclaim, never its lender's or the operator's.
 PATH_RECLAIM = "reclaim"
 PATH_RESUME = "resume"
+# PUT by an approved agent whose configuration names its lender's terms (EULER_NODE_TERMS), once per start: the body
+# of `PUT /api/v1/lending/{name}/terms`, checked the same way (never above the approved capacity); answers
+# {"node": name, "terms": {...} or null}.
+PATH_TERMS = "terms"
 # Outputs (issue 24). The agent collects an ended container's declared paths into its spool, POSTs the manifest
 # (OutputManifest) to PATH_ATTEMPT_OUTPUTS and gets an OutputsPlan: per accepted file either "chunks" (PUT raw bytes
 # to PATH_ATTEMPT_OUTPUT_FILE with `Content-Range: bytes START-END/SIZE`, at most MAX_OUTPUT_CHUNK_BYTES each,

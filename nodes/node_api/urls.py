@@ -10,4 +10,5 @@ urlpatterns = [
     path("credential/rotate", views.RotateCredentialView.as_view(), name="node-credential-rotate"),
     path(protocol.PATH_RECLAIM, views.ReclaimView.as_view(), name="node-reclaim-self"),
     path(protocol.PATH_RESUME, views.ResumeView.as_view(), name="node-resume-self"),
+    path(protocol.PATH_TERMS, views.TermsView.as_view(), name="node-terms-self"),
 ]

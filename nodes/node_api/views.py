@@ -20,7 +20,7 @@ from rest_framework import permissions, status
 from rest_framework.response import Response
 
 from euler import metrics, ratelimit
-from euler.errors import EulerError, InvalidInput, Unauthorized, json_error
+from euler.errors import Conflict, EulerError, InvalidInput, Unauthorized, json_error
 from nodeagent import protocol
 from nodes import channel, liveness, quickbeat, services, webload
 from nodes.asyncdb import run_db, run_light
@@ -97,6 +97,24 @@ class ResumeView(NodeAPIView):
 
         state = reclaim.node_resume(node=request.node, authority=reclaim.NODE, actor=f"node:{request.node.name}")
         return Response(reclaim.wire(state))
+
+
+class TermsView(NodeAPIView):
+    """The lender's terms from the agent's configuration (EULER_NODE_TERMS): the same body and checks as
+    `PUT /api/v1/lending/{name}/terms`, for an approved node (its approved capacity bounds the caps)."""
+
+    def put(self, request):
+        from lending.terms import terms_dict, terms_set
+
+        node = request.node
+        if node.approval != "approved":
+            raise Conflict(f"Terms apply to an approved node; this one is {node.approval}.", code="node_not_approved")
+        body = request.data
+        if not isinstance(body, dict):
+            raise InvalidInput("The terms are a JSON object.", code="invalid_terms")
+        terms_set(node=node, data=body, by=None, actor=f"node:{node.name}")
+        node.refresh_from_db(fields=["lender_terms"])
+        return Response({"node": node.name, "terms": terms_dict(node)})
 
 
 # --- the hot paths -----------------------------------------------------------------------------

@@ -50,6 +50,9 @@ def test_a_node_api_suffix_in_the_url_is_tolerated():
         ({"EULER_NODE_LABELS": "k=has space"}, "EULER_NODE_LABELS"),
         ({"EULER_NODE_REGION": "a/b"}, "EULER_NODE_REGION"),
         ({"EULER_ALLOW_INSECURE_HTTP": "maybe"}, "EULER_ALLOW_INSECURE_HTTP"),
+        ({"EULER_NODE_TERMS": "{nope"}, "EULER_NODE_TERMS: not JSON"),
+        ({"EULER_NODE_TERMS": "[1, 2]"}, "EULER_NODE_TERMS: a JSON object"),
+        ({"EULER_NODE_TERMS": "@/nonexistent/terms.json"}, "cannot read the file"),
     ],
 )
 def test_bad_settings_name_the_variable(over, match):
@@ -65,3 +68,11 @@ def test_the_default_name_is_the_host_name_made_valid():
 def test_labels_parse_from_k_equals_v_pairs():
     assert parse_labels("") == {}
     assert parse_labels("a=1,b=") == {"a": "1", "b": ""}
+
+
+def test_the_lenders_terms_are_read_as_json_or_from_a_file(tmp_path):
+    assert load(_env()).terms is None
+    body = '{"timezone": "Europe/Berlin", "max_job_hours": 4}'
+    assert load(_env(EULER_NODE_TERMS=body)).terms == {"timezone": "Europe/Berlin", "max_job_hours": 4}
+    (tmp_path / "terms.json").write_text(body)
+    assert load(_env(EULER_NODE_TERMS=f"@{tmp_path / 'terms.json'}")).terms["max_job_hours"] == 4

@@ -106,3 +106,69 @@ def test_a_capped_node_offers_its_caps_in_the_api(live_server, tmp_path, project
     assert (node["cpu_milli"], node["memory_bytes"], node["disk_bytes"]) == (2000, 4 << 30, 50 << 30)
     assert [g["uuid"] for g in node["gpus"]] == ["GPU-1"]
     assert node["capped"] == ["cpu", "memory", "disk", "gpus"]
+
+
+TERMS = {"timezone": "UTC", "windows": [{"days": ["sat", "sun"], "start": "00:00", "end": "23:59"}], "max_job_hours": 4}
+
+
+def _lender_daemon(live_server, tmp_path, token, terms):
+    config = AgentConfig(url=live_server.url, name="t1", state_dir=tmp_path / "st", enrollment_token=token, terms=terms)
+    return daemon_mod.Daemon(config, probe=FakeProbe(), executor=RecordingExecutor())
+
+
+def test_the_lenders_terms_in_the_agents_configuration_apply_once_approved_once_per_start(live_server, tmp_path, token):
+    from audit.models import AuditEvent
+    from nodes.models import Node
+    from nodes.transitions import node_approve
+
+    d = _lender_daemon(live_server, tmp_path, token, TERMS)
+    d.enroll()
+    d.heartbeat_once()  # pending: the approved capacity that bounds them is not there yet
+    node = Node.objects.get(name="t1")
+    assert not node.lender_terms and not d.terms_sent
+    node_approve(node=node, trust="platform")
+    d.heartbeat_once()
+    node.refresh_from_db()
+    assert (node.lender_terms["max_job_hours"], node.lender_terms["windows"][0]["days"]) == (4, ["sat", "sun"])
+    assert AuditEvent.objects.filter(action="node.terms_changed", actor="node:t1", target="node:t1").exists()
+    Node.objects.filter(pk=node.pk).update(lender_terms={})  # the lender changes them in the console meanwhile
+    d.heartbeat_once()
+    node.refresh_from_db()
+    assert node.lender_terms == {}  # not sent again in this start
+
+
+def test_terms_above_the_approved_capacity_are_refused_and_the_earlier_terms_stand(
+    live_server, tmp_path, token, caplog
+):
+    from nodes.models import Node
+    from nodes.transitions import node_approve
+
+    d = _lender_daemon(live_server, tmp_path, token, {"max_cpu_milli": 64000})
+    d.enroll()
+    d.heartbeat_once()
+    node = Node.objects.get(name="t1")
+    node_approve(node=node, trust="platform")
+    Node.objects.filter(pk=node.pk).update(lender_terms={"max_job_hours": 2})
+    d.heartbeat_once()
+    node.refresh_from_db()
+    assert node.lender_terms == {"max_job_hours": 2} and d.terms_sent
+    assert "EULER_NODE_TERMS were refused (400 cap_above_approved" in caplog.text
+
+
+def test_terms_from_a_pending_node_or_not_an_object_are_refused(live_server, tmp_path, token):
+    import httpx
+
+    d = _lender_daemon(live_server, tmp_path, token, None)
+    d.enroll()
+    d.heartbeat_once()
+    url = f"{live_server.url}/node-api/v1/{protocol.PATH_TERMS}"
+    headers = {"Authorization": f"Bearer {d.client.credential}"}
+    r = httpx.put(url, json={"max_job_hours": 1}, headers=headers)
+    assert (r.status_code, r.json()["code"]) == (409, "node_not_approved")
+    assert httpx.put(url, json={"max_job_hours": 1}).status_code == 401
+    from nodes.models import Node
+    from nodes.transitions import node_approve
+
+    node_approve(node=Node.objects.get(name="t1"), trust="platform")
+    r = httpx.put(url, json=[1], headers=headers)
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_terms")
