@@ -150,14 +150,10 @@ def test_a_reclaimed_job_resumes_elsewhere_from_its_stop_checkpoint_and_loses_no
 def test_a_preempted_job_resumes_from_its_stop_checkpoint_after_the_higher_class_job_and_loses_no_step(
     platform_factory, project, other_project, docker_engine
 ):
-    from quotas.models import PriorityClass
-    from tests.e2e.test_preemption import NODE, PREEMPT
+    from tests.e2e.test_preemption import NODE, two_classes
 
-    urgent = PriorityClass.objects.create(name="urgent", value=100)
-    project.max_priority_class = urgent
-    project.save()
-    platform = platform_factory(env=PREEMPT)
-    high, low = Euler(platform, project), Euler(platform, other_project)
+    high, low = two_classes(platform_factory, project, other_project)
+    platform = high.platform
     try:
         node = high.node(env=NODE)
         victim = low.submit(["sh", "-c", SHORT_COUNTER], cpu_milli=1000, max_retries=0, timeout_seconds=300,

@@ -16,16 +16,21 @@ NODE = {"EULER_NODE_MAX_CPU_MILLI": "1000"}  # one 1000m job fills it
 COUNTER = ["sh", "-c", TRAP + "i=0; while [ $i -lt 8 ]; do i=$((i+1)); echo step $i; sleep 1; done"]
 
 
+def two_classes(platform_factory, project, other_project) -> tuple[Euler, Euler]:
+    """A platform where `project` may submit class `urgent` (100) and `other_project` only the default: (high, low)."""
+    from quotas.models import PriorityClass
+
+    project.max_priority_class = PriorityClass.objects.create(name="urgent", value=100)
+    project.save()
+    platform = platform_factory(env=PREEMPT)
+    return Euler(platform, project), Euler(platform, other_project)
+
+
 def test_a_higher_class_job_preempts_a_running_lower_class_job_on_a_full_node(
     platform_factory, project, other_project, docker_engine
 ):
-    from quotas.models import PriorityClass
-
-    urgent = PriorityClass.objects.create(name="urgent", value=100)
-    project.max_priority_class = urgent
-    project.save()
-    platform = platform_factory(env=PREEMPT)
-    high, low = Euler(platform, project), Euler(platform, other_project)
+    high, low = two_classes(platform_factory, project, other_project)
+    platform = high.platform
     try:
         node = high.node(env=NODE)
         victim = low.submit(COUNTER, cpu_milli=1000, max_retries=0, stop_grace_seconds=5)["id"]
