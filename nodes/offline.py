@@ -140,9 +140,6 @@ def silent_nodes(now) -> list[tuple[int, str, datetime]]:
     return silent
 
 
-SAME_HEARTBEAT_SECONDS = 0.001  # heartbeats are seconds apart; a float's round trip is far below this
-
-
 def _heard_since(node_id: int, last: datetime) -> bool:
     """A heartbeat newer than the one this pass judged by has reached Redis since (the node row, a flush behind,
     cannot say): the node is not silent. Looked up again right before the node goes offline, so that a heartbeat
@@ -151,8 +148,9 @@ def _heard_since(node_id: int, last: datetime) -> bool:
         seen = livestore.seen_many([node_id]).get(node_id)
     except RedisError:
         return False
-    # `last` went through a datetime (microseconds) from Redis's float: the same heartbeat can read a hair newer.
-    return seen is not None and seen > last.timestamp() + SAME_HEARTBEAT_SECONDS
+    # Compared as `silent_nodes` made `last`: Redis's float through the same datetime (microseconds), so the same
+    # heartbeat is equal, never a hair newer, and any later one is newer.
+    return seen is not None and datetime.fromtimestamp(seen, tz=UTC) > last
 
 
 def mark_offline(*, now=None) -> list[int]:

@@ -339,3 +339,17 @@ def test_approving_many_nodes_at_once_is_node_approve_for_each_and_drops_their_c
         assert node.events.filter(kind=EventKind.APPROVED).count() == 1
         assert heartbeat(cred).json()["approval"] == "approved"  # the generation moved: the row is read again
     assert AuditEvent.objects.filter(action="node.approved").count() == 3
+
+
+def test_the_heartbeat_a_pass_judged_by_is_not_taken_for_a_newer_one_and_any_later_one_is(windows):
+    """The re-check right before a node goes offline (nodes.offline._heard_since) compares the Redis time the
+    pass judged by exactly, through the same microsecond datetime: equal for that heartbeat, newer for the next."""
+    from nodes import offline
+
+    node = _online("racing", db_age=300, seen_age=45)
+    ((pk, _, last),) = [s for s in offline.silent_nodes(timezone.now()) if s[0] == node.pk]
+    assert not offline._heard_since(pk, last)  # the same heartbeat, whatever its float's digits
+    seen = livestore.seen_many([pk])[pk]
+    for later in (seen + 0.000_001, seen + 0.5):
+        livestore.client().zadd(f"{livestore.ns()}seen", {str(pk): later})
+        assert offline._heard_since(pk, last), later
