@@ -179,7 +179,7 @@ class Daemon:
             self.client.call("POST", protocol.PATH_HEARTBEAT, hb.model_dump(mode="json"))
         )
         self._set_approval(reply.approval, reply.draining)
-        if reply.approval == "approved" and getattr(self.config, "terms", None) is not None and not self.terms_sent:
+        if reply.approval == "approved" and self.config.terms is not None and not self.terms_sent:
             self.send_terms()
         self.interval = reply.heartbeat_interval
         if reply.poll_wait is not None:
