@@ -1,7 +1,9 @@
 """Request ids and structured JSON logs.
 
 Every HTTP request gets an id (the client's `X-Request-ID` when sane, else a new one), echoed in
-the response and attached to each log record written while the request is handled.
+the response and attached to each log record written while the request is handled. The response also says how
+long the web process took over it (`Server-Timing: app;dur=<ms>`), so that a client behind a proxy can tell the
+process's share of a request from the front's (TLS, the proxy, the queue before Django).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import logging
 import random
 import re
+import time
 from datetime import UTC, datetime
 
 from euler.middleware import ContextVarMiddleware
@@ -35,10 +38,13 @@ class RequestIdMiddleware(ContextVarMiddleware):
 
     def enter(self, request) -> str:
         request.request_id = new_request_id(request.META.get("HTTP_X_REQUEST_ID"))
+        request.arrived = time.perf_counter()
         return request.request_id
 
     def leave(self, request, response):
         response["X-Request-ID"] = request.request_id
+        if not response.streaming:  # a stream's headers leave before its body: no whole duration to say
+            response["Server-Timing"] = f"app;dur={(time.perf_counter() - request.arrived) * 1000:.1f}"
         return response
 
 

@@ -15,6 +15,13 @@ def test_each_response_carries_a_request_id_and_keeps_a_sane_incoming_one(client
     assert client.get("/healthz", HTTP_X_REQUEST_ID="bad id\n")["X-Request-ID"] != "bad id\n"
 
 
+def test_each_whole_response_says_how_long_the_web_process_took(client):
+    """`Server-Timing: app;dur=<ms>`: the process's share of a request, which a client behind a proxy subtracts."""
+    header = client.get("/healthz")["Server-Timing"]
+    name, _, dur = header.partition(";dur=")
+    assert name == "app" and float(dur) >= 0
+
+
 def test_json_logs_hold_the_request_id_and_extra_fields():
     record = logging.LogRecord("euler.test", logging.INFO, __file__, 1, "placed %d", (3,), None)
     record.node = "n1"
