@@ -141,27 +141,6 @@ def end_attempt(
     return True
 
 
-def _mark_running(attempt: Attempt, job, report: protocol.AttemptReport, *, now: datetime) -> None:
-    """The attempt's container started at `now`: assigned → running, and its job with it (nothing for a duplicate
-    `running` report)."""
-    # The agent stops a job at its timeout with its grace (SIGTERM, grace, SIGKILL): the backstop waits for both.
-    deadline = now + timedelta(seconds=backstop_seconds(job))
-    if attempt.stop_reason:  # a stop asked before it started: its own, earlier deadline stays
-        deadline = min(deadline, attempt.deadline_at or deadline)
-    ran_under = {"runtime": report.runtime} if report.runtime else {}  # what the node started it with
-    updated = Attempt.objects.filter(pk=attempt.pk, state=AttemptState.ASSIGNED).update(
-        state=AttemptState.RUNNING,
-        started_at=now,
-        deadline_at=deadline,
-        container_id=report.container_id,
-        **ran_under,
-    )
-    if updated == 1 and job.state == JobState.ASSIGNED:
-        transitions.move(job, JobState.RUNNING, attempt=attempt, now=now)
-    if updated == 1:
-        transaction.on_commit(request_pass_if_paced)  # a place in the handover window is free
-
-
 @transaction.atomic
 def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now: datetime | None = None):
     """A node's report on its attempt. Fenced (jobs.fencing, Right.REPORT): only while the attempt is active, its
@@ -171,14 +150,24 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
     attempt = fencing.attempt_for(node=node, attempt_id=attempt_id, right=fencing.Right.REPORT, lock=fencing.Lock.JOB)
     job = attempt.job
     if report.state == "running":
-        _mark_running(attempt, job, report, now=now)
+        # The agent stops a job at its timeout with its grace (SIGTERM, grace, SIGKILL): the backstop waits for both.
+        deadline = now + timedelta(seconds=backstop_seconds(job))
+        if attempt.stop_reason:  # a stop asked before it started: its own, earlier deadline stays
+            deadline = min(deadline, attempt.deadline_at or deadline)
+        ran_under = {"runtime": report.runtime} if report.runtime else {}  # what the node started it with
+        updated = Attempt.objects.filter(pk=attempt.pk, state=AttemptState.ASSIGNED).update(
+            state=AttemptState.RUNNING,
+            started_at=now,
+            deadline_at=deadline,
+            container_id=report.container_id,
+            **ran_under,
+        )
+        if updated == 1 and job.state == JobState.ASSIGNED:
+            transitions.move(job, JobState.RUNNING, attempt=attempt, now=now)
+        if updated == 1:
+            transaction.on_commit(request_pass_if_paced)  # a place in the handover window is free
         # The rows are locked: the attempt is still active, and a stop asked of it is on the row read.
         return protocol.ReportReply(accepted=True, stop=bool(attempt.stop_reason))
-    if report.ran_seconds is not None and attempt.state == AttemptState.ASSIGNED:
-        # A job that ended within the agent's report hold of its start: one report for both (protocol.py,
-        # REPORT_HOLD_SECONDS). Its start, as the node says it, is never before the placement nor after now.
-        started = max(attempt.created_at, now - timedelta(seconds=report.ran_seconds))
-        _mark_running(attempt, job, report, now=started)
     outcome = attempt_outcome(reason=report.reason, exit_code=report.exit_code)
     extra = {"container_id": report.container_id} if report.container_id else {}
     output_services.note_report(job=job, attempt=attempt, report=report)

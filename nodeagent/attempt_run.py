@@ -82,8 +82,6 @@ class AttemptRun(AttemptStart, AttemptRecord):
         self.inbox = Inbox(self.shipper.wakeup)
         self.spans = Spans()  # the start path, timed (nodeagent/attempt_spans.py)
         self._made = False  # the start's create succeeded (nodeagent/attempt_start.py)
-        self.started_at: float | None = None  # time.monotonic() of this agent's start of the container
-        self._held = False  # no `running` report: it ended within the hold, one `ended` report says both
 
     # --- called from other threads ---------------------------------------------------------------
     def running_attempt(self) -> protocol.RunningAttempt:
@@ -267,18 +265,12 @@ class AttemptRun(AttemptStart, AttemptRecord):
         if not self.record.get("running_reported"):
             if fresh:
                 self.spans.mark("readers")
-            # A container this agent just started that exits within the hold gets one report, `ended`, not two.
-            self._held = fresh and self.started_at is not None and self.exited.wait(self.ex.report_hold)
-            if self._held:
-                self.spans.mark("held")
-            else:
-                self._report(
-                    protocol.AttemptReport(state="running", container_id=cid, runtime=self.record.get("runtime", ""))
-                )
-                self._save(running_reported=True)
-                if fresh:
-                    self.spans.mark("reported")
+            self._report(
+                protocol.AttemptReport(state="running", container_id=cid, runtime=self.record.get("runtime", ""))
+            )
+            self._save(running_reported=True)
             if fresh:
+                self.spans.mark("reported")
                 self.spans.log(self.ex.log, self.attempt_id)
         self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
         self._after_start(cid)
@@ -305,12 +297,10 @@ class AttemptRun(AttemptStart, AttemptRecord):
             exit_, stop_reason=self.stop_reason, stop_message=self.stop_message, init_failure=unexecuted
         )
         self.spans.mark("collected")
-        if self._held:  # started, never reported running: the `ended` report says when it started
-            extra.update(ran_seconds=time.monotonic() - self.started_at, runtime=self.record.get("runtime", ""))
         self._end(reason=reason, exit_code=self.exit_code, message=message, **extra)
         self.spans.mark("ended")
         if fresh:
-            self.spans.log(self.ex.log, self.attempt_id, "end", since="held" if self._held else "reported")
+            self.spans.log(self.ex.log, self.attempt_id, "end", since="reported")
         runner.remove(cid)
 
     def _reader(self, cid: str) -> OutputReader:

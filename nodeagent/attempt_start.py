@@ -67,7 +67,6 @@ class AttemptStart:
                     checked(spec)
                     self.ex.image_cache.forget()
             self.spans.mark("started")
-            self.started_at = time.monotonic()
         except RunnerError as exc:
             self.ex.log.info("attempt %s: %s", self.attempt_id, exc.reason)
             self._end(reason=exc.reason, exit_code=None, message=exc.message)

@@ -62,7 +62,6 @@ class Executor(ExecutorGpus, ExecutorStart):
         owner: str | None = None,
         images: ImagePolicy | None = None,
         max_inodes: int | None = None,
-        report_hold: float = protocol.REPORT_HOLD_SECONDS,
     ):
         from nodeagent.docker_runner import DockerRunner
 
@@ -76,7 +75,6 @@ class Executor(ExecutorGpus, ExecutorStart):
         # Each stop's grace comes with it (the stop command, else the assignment's stop_grace_seconds: the job's,
         # capped by the operator); this is the fallback where neither says (a stray container, an old record).
         self.stop_grace = stop_grace if stop_grace is not None else protocol.DEFAULT_STOP_GRACE_SECONDS
-        self.report_hold = report_hold  # how long a fresh container's `running` report waits for its exit
         self.log_flush_seconds = env_number("EULER_AGENT_LOG_FLUSH_SECONDS", 0.2, 0.01, 10)
         self.max_spool_bytes = max_spool_bytes or int(
             env_number("EULER_AGENT_LOG_SPOOL_BYTES", DEFAULT_SPOOL_BYTES, 1 << 20, 1 << 40)

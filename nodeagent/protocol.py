@@ -85,9 +85,6 @@ PATH_INPUT_FILE = "attempts/{attempt_id}/inputs/{output_id}"
 
 POLL_WAIT_SECONDS = 25  # the long-poll's wait until a heartbeat reply says otherwise (`poll_wait`)
 POLL_WAIT_MAX_SECONDS = 300  # the longest wait a poll may ask for (and a server may tell)
-# A fresh container's `running` report waits this long for its exit: a job that ends sooner sends one `ended`
-# report with `ran_seconds` instead of two (Nomad batches its allocation updates the same way).
-REPORT_HOLD_SECONDS = 0.1
 MAX_LOG_CHUNK_BYTES = 64 * 1024  # raw output bytes in one chunk
 MAX_LOG_BATCH_CHUNKS = 64
 # The largest log request body, in bytes of `encode_json` output: the agent sizes its batches against it and
@@ -378,9 +375,6 @@ class AttemptReport(Strict):
     runtime: Annotated[str, StringConstraints(max_length=63)] = ""
     # For `ended`: per GPU the attempt held, what the agent sampled while it ran ([]: no GPUs, or no NVML).
     gpu_stats: list[GpuStat] = Field(default_factory=list, max_length=64)
-    # For `ended` with no `running` report before it (the job ended within REPORT_HOLD_SECONDS of its start): how
-    # long ago, in seconds, its container started. The server records the start and the end in one transaction.
-    ran_seconds: float | None = Field(default=None, ge=0, le=366 * 86400)
 
 
 class ReportReply(Lenient):

@@ -128,43 +128,6 @@ def test_an_end_reported_before_running_wins_and_the_late_running_is_fenced(plac
     assert state_of(job_id) == "failed" and Attempt.objects.get(pk=attempt.pk).container_id == ""
 
 
-def test_one_ended_report_with_ran_seconds_records_the_start_and_the_end_in_order(placed, node_client):
-    """A job that ended within the agent's report hold: one `ended` report says when it started; the job moves
-    through `running` (its event and start time kept) to `succeeded` in one transaction."""
-    job_id, attempt, _, cred = placed()
-    Attempt.objects.filter(pk=attempt.pk).update(created_at=timezone.now() - timedelta(seconds=5))  # placed 5 s ago
-    r = report(node_client, cred, attempt.pk, state="ended", reason="exited", exit_code=0, ran_seconds=0.04,
-               container_id="c1", runtime="runc")  # fmt: skip
-    assert r.status_code == 200 and r.json() == {"accepted": True, "stop": False}
-    job, done = Job.objects.get(pk=job_id), Attempt.objects.get(pk=attempt.pk)
-    assert job.state == "succeeded" and done.state == "succeeded" and done.runtime == "runc"
-    assert done.created_at <= done.started_at < done.ended_at
-    assert (done.ended_at - done.started_at).total_seconds() == pytest.approx(0.04, abs=0.001)
-    states = list(job.events.order_by("id").values_list("to_state", flat=True))
-    assert states.index("running") < states.index("succeeded")
-
-
-def test_a_hostile_ran_seconds_never_starts_an_attempt_before_its_placement(placed, node_client):
-    """A node may claim its container ran for a year: the start recorded is the placement, no earlier (what a node
-    could get by reporting `running` at once); out-of-range figures are refused like any bad report."""
-    job_id, attempt, _, cred = placed()
-    for bad in (-1, 10**9, "nan"):
-        r = report(node_client, cred, attempt.pk, state="ended", reason="exited", exit_code=0, ran_seconds=bad)
-        assert r.status_code == 400 and r.json()["code"] == "invalid_report"
-    assert state_of(job_id) == "assigned"
-    report(node_client, cred, attempt.pk, state="ended", reason="exited", exit_code=0, ran_seconds=300 * 86400)
-    done = Attempt.objects.get(pk=attempt.pk)
-    assert done.started_at == attempt.created_at and state_of(job_id) == "succeeded"
-
-
-def test_ran_seconds_after_a_running_report_changes_no_start(placed, node_client):
-    job_id, attempt, _, cred = placed()
-    report(node_client, cred, attempt.pk, state="running", container_id="c1")
-    started = Attempt.objects.get(pk=attempt.pk).started_at
-    report(node_client, cred, attempt.pk, state="ended", reason="exited", exit_code=0, ran_seconds=3600)
-    assert Attempt.objects.get(pk=attempt.pk).started_at == started and state_of(job_id) == "succeeded"
-
-
 @pytest.mark.parametrize("reason", ["oom", "image_pull_failed", "start_failed", "timeout"])
 def test_failure_reasons_end_the_job_failed_with_that_reason(placed, node_client, reason):
     job_id, attempt, _, cred = placed()

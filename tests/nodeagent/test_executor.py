@@ -129,36 +129,14 @@ def container_gone(node: str, attempt_id: int) -> bool:
 
 
 def test_a_hello_job_reports_running_then_exit_0_ships_its_log_and_is_removed(make_executor, plane, node):
-    ex = make_executor(report_hold=0)  # no hold: `running` is reported as soon as the container started
+    ex = make_executor()
     ex.handle_assignment(assignment(1, ["sh", "-c", "echo hello from Euler"]))
     ended = wait_for(lambda: plane.ended(1), "the ended report")
     assert plane.reports[1][0]["state"] == "running" and plane.reports[1][0]["container_id"]
-    assert ended["reason"] == "exited" and ended["exit_code"] == 0 and ended.get("ran_seconds") is None
+    assert ended["reason"] == "exited" and ended["exit_code"] == 0
     assert plane.log(1) == "hello from Euler\n"
     wait_for(lambda: container_gone(node, 1), "the container's removal")
     assert ex.running_attempts() == []
-
-
-def test_a_job_that_ends_within_the_report_hold_sends_one_ended_report_saying_when_it_started(
-    make_executor, plane, node
-):
-    """Two reports' round trips are most of what the control plane adds to a short job: one that exits within the
-    hold (here 30 s, so that it always does) gets one `ended` report with `ran_seconds`, and its log all the same."""
-    ex = make_executor(report_hold=30)
-    ex.handle_assignment(assignment(29, ["sh", "-c", "echo short"]))
-    ended = wait_for(lambda: plane.ended(29), "the ended report")
-    assert [r["state"] for r in plane.reports[29]] == ["ended"]
-    assert (ended["reason"], ended["exit_code"]) == ("exited", 0) and ended["container_id"]
-    assert 0 <= ended["ran_seconds"] < 30
-    assert plane.log(29) == "short\n"
-    wait_for(lambda: container_gone(node, 29), "the container's removal")
-
-
-def test_a_job_that_outlives_the_report_hold_reports_running_first(make_executor, plane):
-    make_executor(report_hold=0.1).handle_assignment(assignment(30, ["sleep", "1"]))
-    ended = wait_for(lambda: plane.ended(30), "the ended report")
-    assert [r["state"] for r in plane.reports[30]] == ["running", "ended"]
-    assert ended["exit_code"] == 0 and ended.get("ran_seconds") is None
 
 
 def test_a_nonzero_exit_is_reported_with_its_code(make_executor, plane):
@@ -545,6 +523,5 @@ def test_a_job_started_while_the_control_plane_is_down_is_not_held_by_its_runnin
     plane.down = False
     ended = wait_for(lambda: plane.ended(28), "the ended report")
     assert (ended["reason"], ended["exit_code"]) == ("exited", 0)
-    # `running` too, unless it ended within the report hold: then the `ended` report says both
-    assert [r["state"] for r in plane.reports[28]] in (["running", "ended"], ["ended"])
+    assert [r["state"] for r in plane.reports[28]] == ["running", "ended"]
     assert plane.log(28) == "".join(f"{i}\n" for i in range(1, 200_001))
