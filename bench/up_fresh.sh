@@ -29,7 +29,9 @@ run() {  # label
 in_clone() {  # pids whose working directory is the clone (make up's children run there)
   local p
   for p in /proc/[0-9]*; do
-    [ "${p#/proc/}" != "$$" ] && [ "$(readlink "$p/cwd" 2>/dev/null)" = "$dir" ] && echo "${p#/proc/}"
+    # Neither this script nor the subshell running this loop (its cwd is the clone too: $BASHPID, not $$).
+    [ "${p#/proc/}" != "$$" ] && [ "${p#/proc/}" != "$BASHPID" ] && [ "$(readlink "$p/cwd" 2>/dev/null)" = "$dir" ] &&
+      echo "${p#/proc/}"
   done
   true
 }
