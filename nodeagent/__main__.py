@@ -1,5 +1,5 @@
 import sys
 
-from nodeagent.daemon import main
+from nodeagent.process import main
 
 sys.exit(main(argv=sys.argv[1:]))

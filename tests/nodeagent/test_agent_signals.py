@@ -14,7 +14,7 @@ def _run(body: str) -> subprocess.CompletedProcess:
     script = textwrap.dedent(
         """
         import os, signal, sys, threading, time
-        from nodeagent.daemon import install_stop_signals
+        from nodeagent.process import install_stop_signals
         stop = threading.Event()
         install_stop_signals(stop)
         """

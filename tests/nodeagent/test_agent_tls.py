@@ -16,7 +16,7 @@ from cryptography.x509.oid import NameOID
 
 from nodeagent.client import ControlPlaneClient, Unreachable
 from nodeagent.config import ConfigError, load
-from nodeagent.daemon import parse_args
+from nodeagent.process import parse_args
 
 
 def _name(cn):

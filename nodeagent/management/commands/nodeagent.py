@@ -15,12 +15,12 @@ class Command(BaseCommand):
     def run_from_argv(self, argv):
         # `reclaim --grace 30` is the agent's own command line, not Django's: handed over as it is.
         if argv[2:3] in (["reclaim"], ["resume"]):
-            from nodeagent.daemon import main
+            from nodeagent.process import main
 
             sys.exit(main(argv=argv[2:]))
         super().run_from_argv(argv)
 
     def handle(self, *args, **opts):
-        from nodeagent.daemon import main
+        from nodeagent.process import main
 
         sys.exit(main())
