@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 class Api(Protocol):
     url: str
     api_key: str
+    timeout: float  # seconds: the read timeout of each call
 
     @property
     def http(self) -> httpx.Client: ...

@@ -50,6 +50,14 @@ class Jobs:
                 break
         return self.get(job_id)
 
+    def moved(self, job_id: int, *, state: str | None = None, timeout: float = 20.0) -> dict:
+        """One blocking read (GET /api/v1/jobs/{id}/wait): the job once its state is not `state` (without it: once
+        it ended), or as it stands after `timeout` seconds (at most 60, and 5 s less than the client's own read
+        timeout). Loop with the state it returns to follow a job through its moves at one read per move."""
+        timeout = max(0.0, min(float(timeout), 60.0, self.c.timeout - 5.0))
+        params = {"timeout": f"{timeout:g}"} | ({"state": state} if state else {})
+        return self.c.get(f"jobs/{int(job_id)}/wait", **params)
+
     def logs(self, job_id: int, *, follow: bool = False, attempt: int | None = None) -> Iterator[LogChunk]:
         """The job's log. follow=True: chunks as they are stored, until the job ends, resuming after a
         dropped connection with no gap and no duplicate. follow=False: the stored log as one chunk."""

@@ -1,0 +1,121 @@
+"""`GET /api/v1/jobs/{id}/wait`: a blocking read of one job, as Nomad's blocking queries and `docker wait`.
+
+The caller names the state it last saw (`?state=running`) and gets the job as `GET /api/v1/jobs/{id}` shows it once
+its state is another one, or when `?timeout=` seconds pass first; without `state` it returns once the job has ended.
+It waits on the job's own state broadcast (the group `jobs.{id}` that the log websocket follows), not by reading the
+job again and again: a client following a job costs the web process one read when the job moves, not one per poll.
+
+A plain async Django view (a DRF view is sync and would hold a thread for the whole wait).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from euler.errors import EulerError, InvalidInput
+from jobs.logs_api import _error, project_for_request
+from jobs.states import TERMINAL, JobState
+from quotas.access import declare, member
+
+WAIT_DEFAULT_SECONDS = 30.0
+WAIT_MAX_SECONDS = 60.0  # below every proxy's read timeout we ship (Caddy, uvicorn) and the client's 120 s
+
+
+@dataclass(frozen=True)
+class Wait:
+    seen: str | None  # the state the caller last saw; None: wait for the end
+    timeout: float
+
+
+def parse_wait(query) -> Wait:
+    """`state` (one of the job states, optional) and `timeout` (seconds, 0–60, default 30)."""
+    seen = query.get("state") or None
+    if seen is not None and seen not in JobState.values:
+        raise InvalidInput(f"state must be one of: {', '.join(JobState.values)}.", code="invalid_state")
+    raw = query.get("timeout")
+    timeout = WAIT_DEFAULT_SECONDS
+    if raw not in (None, ""):
+        try:
+            timeout = float(raw)
+        except ValueError:
+            timeout = -1.0
+        if not 0 <= timeout <= WAIT_MAX_SECONDS:  # NaN fails both comparisons
+            raise InvalidInput(
+                f"timeout is a number of seconds from 0 to {WAIT_MAX_SECONDS:g}.", code="invalid_timeout"
+            )
+    return Wait(seen, timeout)
+
+
+def moved(state: str, wait: Wait) -> bool:
+    """Whether the wait is over: the job left the state the caller saw (or, with none named, ended)."""
+    return state != wait.seen if wait.seen is not None else state in TERMINAL
+
+
+def _state(project, job_id: int) -> str:
+    from jobs import selectors
+    from quotas import scoped
+
+    found = scoped.jobs(project=project).filter(pk=job_id).values_list("state", flat=True).first()
+    if found is None:
+        selectors.job_get(project=project, job_id=job_id)  # raises the API's 404
+    return found
+
+
+def _body(project, job_id: int) -> bytes:
+    from rest_framework.renderers import JSONRenderer
+
+    from jobs import selectors
+    from jobs.api.serializers import JobDetailSerializer
+
+    return JSONRenderer().render(JobDetailSerializer(selectors.job_get(project=project, job_id=job_id)).data)
+
+
+async def _until_moved(project, job_id: int, wait: Wait) -> bool:
+    """Wait on the job's broadcasts until it moves as `wait` asks or the timeout passes; True when it moved."""
+    from channels.layers import get_channel_layer
+
+    from jobs.transitions import group_name
+
+    layer = get_channel_layer()
+    if layer is None:
+        return moved(await sync_to_async(_state)(project, job_id), wait)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait.timeout
+    # The default prefix: channels_redis reads every process-specific channel of a process through one shared
+    # receive loop on one key; a channel of another prefix is only read while no other receiver holds that loop.
+    channel = await layer.new_channel()
+    group = group_name(job_id)
+    await layer.group_add(group, channel)  # before the read: no move falls between the two
+    try:
+        if moved(await sync_to_async(_state)(project, job_id), wait):
+            return True
+        while (left := deadline - loop.time()) > 0:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), left)
+            except TimeoutError:
+                return False
+            if message.get("type") == "job.state" and moved(message.get("state", ""), wait):
+                return True
+        return False
+    finally:
+        await layer.group_discard(group, channel)
+
+
+@declare(get=member())
+@require_GET
+async def job_wait(request: HttpRequest, job_id: int):
+    try:
+        wait = parse_wait(request.GET)
+        project = await sync_to_async(project_for_request)(request)
+        state = await sync_to_async(_state)(project, job_id)
+    except EulerError as exc:
+        return _error(exc)
+    done = moved(state, wait) or (wait.timeout > 0 and await _until_moved(project, job_id, wait))
+    body = await sync_to_async(_body)(project, job_id)
+    headers = {"Cache-Control": "no-store", "X-Euler-Wait": "moved" if done else "timeout"}
+    return HttpResponse(body, content_type="application/json", headers=headers)

@@ -1,0 +1,104 @@
+"""`GET /api/v1/jobs/{id}/wait`: the blocking read of a job returns when its state moves, woken by the job's own state
+broadcast; at once when it has already moved; with the job as it stands when the timeout passes first."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+from django.utils import timezone
+
+from euler.errors import InvalidInput
+from jobs.api.wait import Wait, moved, parse_wait
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make_queued(project):
+    from jobs.models import Job
+
+    return Job.objects.create(project=project, name="hello", image="euler-test/busybox", command=["true"],
+                              cpu_milli=100, memory_bytes=64 << 20, timeout_seconds=60, state="queued",
+                              queued_at=timezone.now())  # fmt: skip
+
+
+def cancel(job, project):
+    from jobs import services
+
+    services.job_cancel(job_id=job.pk, project=project)
+
+
+async def wait(api_key: str, job_id: int, query: str = ""):
+    return await AsyncClient().get(f"/api/v1/jobs/{job_id}/wait{query}", headers={"X-Euler-API-Key": api_key})
+
+
+# --- the decision ---------------------------------------------------------------------------------------------------
+def test_without_a_state_only_an_end_ends_the_wait_and_with_one_any_other_state_does():
+    assert [moved(s, Wait(None, 1)) for s in ("queued", "running", "succeeded", "lost")] == [False, False, True, True]
+    assert [moved(s, Wait("queued", 1)) for s in ("queued", "assigned", "cancelled")] == [False, True, True]
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [({"state": "bogus"}, "invalid_state"), ({"timeout": "-1"}, "invalid_timeout"), ({"timeout": "61"}, "invalid_timeout"),
+     ({"timeout": "soon"}, "invalid_timeout"), ({"timeout": "nan"}, "invalid_timeout"), ({"timeout": "inf"}, "invalid_timeout")],
+)  # fmt: skip
+def test_a_bad_state_or_timeout_is_refused_with_its_code(query, code):
+    with pytest.raises(InvalidInput) as caught:
+        parse_wait(query)
+    assert caught.value.code == code
+
+
+def test_the_defaults_wait_30_s_for_the_end():
+    assert parse_wait({}) == Wait(None, 30.0)
+    assert parse_wait({"state": "running", "timeout": "0.5"}) == Wait("running", 0.5)
+
+
+# --- the view -------------------------------------------------------------------------------------------------------
+async def test_a_wait_on_a_queued_job_returns_the_cancelled_job_once_it_is_cancelled(api_key, project, api):
+    job = await sync_to_async(make_queued)(project)
+    waiting = asyncio.ensure_future(wait(api_key, job.pk, "?state=queued&timeout=60"))
+    await asyncio.sleep(0.2)  # the wait has joined the job's group; it returns on the move whenever that comes
+    assert not waiting.done()
+    await sync_to_async(cancel)(job, project)
+    response = await asyncio.wait_for(waiting, timeout=60)
+    assert (response.status_code, response["X-Euler-Wait"], response.json()["state"]) == (200, "moved", "cancelled")
+    detail = await sync_to_async(api.get)(f"/api/v1/jobs/{job.pk}")
+    assert response.json() == detail.json()  # the same body as GET /api/v1/jobs/{id}
+
+
+async def test_a_wait_for_the_end_returns_on_the_end(api_key, project):
+    job = await sync_to_async(make_queued)(project)
+    waiting = asyncio.ensure_future(wait(api_key, job.pk, "?timeout=60"))
+    await asyncio.sleep(0.2)
+    await sync_to_async(cancel)(job, project)
+    response = await asyncio.wait_for(waiting, timeout=60)
+    assert (response["X-Euler-Wait"], response.json()["state"]) == ("moved", "cancelled")
+
+
+async def test_a_job_that_already_moved_answers_at_once_and_a_timeout_answers_the_job_as_it_stands(api_key, project):
+    job = await sync_to_async(make_queued)(project)
+    response = await wait(api_key, job.pk, "?state=running&timeout=60")
+    assert (response["X-Euler-Wait"], response.json()["state"]) == ("moved", "queued")
+    response = await wait(api_key, job.pk, "?state=queued&timeout=0.3")
+    assert (response.status_code, response["X-Euler-Wait"], response.json()["state"]) == (200, "timeout", "queued")
+    response = await wait(api_key, job.pk, "?timeout=0")
+    assert (response["X-Euler-Wait"], response.json()["state"]) == ("timeout", "queued")
+
+
+async def test_bad_input_is_a_400_another_projects_job_a_404_and_no_key_a_401(api_key, other_api_key, project):
+    job = await sync_to_async(make_queued)(project)
+    response = await wait(api_key, job.pk, "?state=asleep")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_state")
+    response = await wait(api_key, job.pk, "?timeout=600")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_timeout")
+    response = await wait(other_api_key, job.pk, "?timeout=1")
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    response = await wait(api_key, 987654, "?timeout=1")
+    assert response.status_code == 404
+    response = await AsyncClient().get(f"/api/v1/jobs/{job.pk}/wait")
+    assert response.status_code == 401
+    response = await AsyncClient().post(f"/api/v1/jobs/{job.pk}/wait", headers={"X-Euler-API-Key": api_key})
+    assert response.status_code == 405
