@@ -16,12 +16,16 @@ Here the path is resolved against the node URLs, the body is read under the view
 batches) or DATA_UPLOAD_MAX_MEMORY_SIZE (413 past it), Django's own ASGIRequest is built from it, and the
 (async, or pooled) view is awaited with the request id and the audit context set, as the chain above does.
 The node views manage their own database connections (asyncdb.py), so the request signals have nothing to
-close. A held poll whose client went away is not cancelled: it ends at its own `wait` (at most 60 s),
-holding no thread and no connection meanwhile. Paths that match no node endpoint go to NodeApiHandler.
+close. A view marked `held` (the long poll) is raced against the client's disconnect: a poll whose agent went
+away (stopped, killed, restarted) ends then, not at its own `wait`, and a stopping web process is not held by it
+for its whole graceful period; the other node calls answer at once and pay for no second task. Paths that match
+no node endpoint go to NodeApiHandler.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import logging
 
@@ -107,7 +111,12 @@ async def serve_hot(scope, receive, send, view, kwargs=None) -> None:
     caller = _caller.set(Caller(ip=clean_ip(request.META.get("REMOTE_ADDR")), request=request))
     try:
         request.request_id = request_id
-        response = await view(request, **(kwargs or {}))
+        if getattr(view, "held", False):  # set on the long poll (nodes/node_api/views.py)
+            response = await _unless_gone(receive, view(request, **(kwargs or {})))
+            if response is None:
+                return  # nobody to answer
+        else:
+            response = await view(request, **(kwargs or {}))
     except Exception:
         log.exception("node endpoint %s failed", scope.get("path"))
         response = json_error("server_error", "Internal error; it has been logged.", 500)
@@ -115,6 +124,30 @@ async def serve_hot(scope, receive, send, view, kwargs=None) -> None:
         _caller.reset(caller)
         request_id_var.reset(rid)
     await _send(send, response, request_id)
+
+
+async def _gone(receive) -> None:
+    """Returns once the client has disconnected (the body is read: ASGI servers answer `receive` then)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _unless_gone(receive, answer):
+    """The view's answer, or None once the client disconnected first (the view is cancelled: it is told nothing
+    more than a client that stopped listening; its waiter and its subscription end with it)."""
+    work = asyncio.ensure_future(answer)
+    gone = asyncio.ensure_future(_gone(receive))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (work, gone):
+            if not task.done():
+                task.cancel()
+    if work.cancelled() or not work.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        return None
+    return work.result()
 
 
 ROOT_URLCONF = "nodes.node_api.root_urls"

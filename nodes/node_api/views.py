@@ -241,3 +241,6 @@ async def poll(request: HttpRequest) -> JsonResponse:
     except EulerError as exc:
         return _error(exc)
     return JsonResponse(protocol.PollReply(assignments=assignments, commands=commands).model_dump(mode="json"))
+
+
+poll.held = True  # served until its agent disconnects, not only to its `wait` (nodes/node_api/asgi.py: serve_hot)

@@ -19,7 +19,10 @@ async def _other_app(scope, receive, send):  # everything that is not a node end
     raise AssertionError("the node router handed a node endpoint on")
 
 
-def _call(path: str, body: bytes, *, cred: str = "", client: str = "127.0.0.1", chunks: int = 1):
+def _call(path: str, body: bytes, *, cred: str = "", client: str = "127.0.0.1", chunks: int = 1, gone=None):
+    """One request through the node router. `gone` (a coroutine function): the client disconnects once it returns
+    and the call returns what was sent; without it the client stays until the answer (an ASGI server's `receive`
+    blocks until the client goes)."""
     app = route_node_api(_other_app)
     sent: list[dict] = []
     step = -(-len(body) // chunks) or 1
@@ -27,7 +30,10 @@ def _call(path: str, body: bytes, *, cred: str = "", client: str = "127.0.0.1", 
     queue = [{"type": "http.request", "body": p, "more_body": i < len(parts) - 1} for i, p in enumerate(parts)]
 
     async def receive():
-        return queue.pop(0) if queue else {"type": "http.disconnect"}
+        if queue:
+            return queue.pop(0)
+        await (gone() if gone is not None else asyncio.Event().wait())
+        return {"type": "http.disconnect"}
 
     async def send(message):
         sent.append(message)
@@ -38,7 +44,9 @@ def _call(path: str, body: bytes, *, cred: str = "", client: str = "127.0.0.1", 
     scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
              "headers": headers, "client": (client, 5555), "server": ("127.0.0.1", 8000), "scheme": "http",
              "http_version": "1.1", "root_path": "", "asgi": {"version": "3.0"}}  # fmt: skip
-    asyncio.run(app(scope, receive, send))
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
+    if gone is not None:
+        return sent
     start, body_msg = sent
     return start["status"], dict(start["headers"]), json.loads(body_msg["body"])
 
@@ -65,3 +73,20 @@ def test_plain_http_from_outside_is_refused(platform_node):
     _, cred = platform_node
     status, _, reply = _call(HOT[0], b"{}", cred=cred, client="198.51.100.7")
     assert status == 403 and reply["code"] == "https_required"
+
+
+def test_a_held_poll_ends_when_its_agent_disconnects_and_answers_nothing(platform_node):
+    """Not at its own `wait` (60 s here): a stopped or killed agent's poll does not hold the web process."""
+    from nodes import channel
+
+    node, cred = platform_node
+    services.node_approve(node=node)
+    held = {}
+
+    async def gone():
+        await asyncio.sleep(0.3)  # the poll is waiting by now; whenever the disconnect comes, it ends the poll
+        held["listener"] = channel.ensure_listener()  # this loop's: the poll's waiter is in it
+        held["waiting"] = len(held["listener"].waiters.get(node.pk, ()))
+
+    assert _call(HOT[1], b'{"wait": 60}', cred=cred, gone=gone) == []
+    assert held["waiting"] == 1 and node.pk not in held["listener"].waiters  # its waiter went with it
