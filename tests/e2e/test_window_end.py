@@ -1,11 +1,11 @@
 """A lender's availability window ends, end to end (issue 37): web, worker, beat and real `./euler-node` agents.
 
-A node whose lender's window closes in 90 s (to the next whole minute: 90 to 150 s) gets no 10-minute job without a
-checkpoint (its pending reason says why); it gets a 30 s job, which succeeds, and a checkpointing counter job, which
+A node whose lender's window closes in 30 s (to the next whole minute: 30 to 90 s) gets no 10-minute job without a
+checkpoint (its pending reason says why); it gets a 10 s job, which succeeds, and a checkpointing counter job, which
 is stopped before the close with its grace and a checkpoint, and requeued without spending a retry (attempt
 `preempted`, reason `window_closed`). After the close the node takes nothing; a second node with no window then
 runs the job on from its checkpoint. The close is the real one: the pass runs every second (EULER_WINDOW_CHECK_INTERVAL)
-but the window's 90 s are not scaled."""
+but the window's seconds are not scaled: windows are whole minutes, so the test waits 30 to 90 s for the close."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ from tests.e2e.test_jobs import FAST, Euler
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
 GRACE = 10
+# The close is the first whole minute at least LEAD seconds away: time for the 10-minute job's pending reason and the
+# SHORT-second job to run before the close (it is placed only while it ends before it), and for the counter job to
+# start and be stopped GRACE seconds before it.
+LEAD, SHORT = 30, 10
 # A first attempt counts until it is stopped (saying the word in its stop file); one restored from a checkpoint counts 3 more steps and exits 0.
 COUNTER = (
     "trap 'echo stopped: $(cat /run/euler/stop); exit 143' TERM; "
@@ -41,13 +45,15 @@ def steps(text: str) -> list[int]:
     return [int(n) for n in re.findall(r"^step (\d+)$", text, re.M)]
 
 
-def test_a_window_closing_in_90_s_takes_short_and_checkpointing_jobs_stops_them_at_its_end_and_then_nothing(euler):
+def test_a_window_closing_in_30_to_90_s_takes_short_and_checkpointing_jobs_stops_them_at_its_end_and_then_nothing(
+    euler,
+):
     from lending.terms import terms_set
     from nodes.models import Node
 
     lent = euler.node()
     now = timezone.now()
-    opened, closes = now - timedelta(hours=1), now + timedelta(seconds=90)
+    opened, closes = now - timedelta(hours=1), now + timedelta(seconds=LEAD)
     closes = closes.replace(second=0, microsecond=0) + timedelta(minutes=1)  # HH:MM: the next whole minute
     window = {"days": sorted({opened.strftime("%a").lower(), closes.strftime("%a").lower()}),
               "start": opened.strftime("%H:%M"), "end": closes.strftime("%H:%M")}  # fmt: skip
@@ -58,7 +64,7 @@ def test_a_window_closing_in_90_s_takes_short_and_checkpointing_jobs_stops_them_
         lambda: "close their availability window before the job's timeout" in euler.job(long["id"])["pending_reason"],
         "the 10-minute job waits, saying why",
     )
-    short = euler.submit(["sh", "-c", "echo short"], timeout_seconds=30)
+    short = euler.submit(["sh", "-c", "echo short"], timeout_seconds=SHORT)
     done = euler.wait_state(short["id"], {"succeeded", "failed", "lost"})
     assert (done["state"], done["attempts"][0]["node"]) == ("succeeded", lent)
 
