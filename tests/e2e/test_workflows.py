@@ -61,9 +61,17 @@ def test_two_beats_submit_one_job_per_tick_of_a_schedule(platform_factory, proje
         "memory_bytes": 64 * 1024 * 1024, "timeout_seconds": 60}})  # fmt: skip
     assert r.status_code == 201, r.text
     first = datetime.fromisoformat(r.json()["next_tick_at"].replace("Z", "+00:00"))
-    deadline = first.timestamp() + (minutes - 1) * 60 + 20  # the last tick plus time for the tick task
-    while time.time() < deadline:
-        time.sleep(2)
+    last = first.timestamp() + (minutes - 1) * 60
+
+    def ticks_done() -> int:  # tick tasks the worker finished, from either beat (each sends one a second)
+        text = platform.control_log.read_text(errors="replace")
+        return sum(1 for line in text.splitlines() if "workflows.tasks.schedule_tick[" in line and " succeeded " in line)
+
+    platform.wait_for(lambda: ScheduleRun.objects.filter(schedule__name="every-minute").count() >= minutes,
+                      f"the schedule's {minutes} tick(s)", timeout=last - time.time() + 60)  # fmt: skip
+    # Then both beats' next tick tasks: a second run of the last tick would have been made by now.
+    seen = ticks_done()
+    platform.wait_for(lambda: ticks_done() >= seen + 6, "six more tick tasks after the last tick's run")
     runs = list(ScheduleRun.objects.filter(schedule__name="every-minute").order_by("tick"))
     ticks = [run.tick for run in runs]
     assert len(ticks) == len(set(ticks)) == minutes, ticks
