@@ -34,6 +34,7 @@ MATRIX: dict[str, tuple[str, list[tuple[str, dict | None]]]] = {
     "api/v1/jobs/<id:job_id>/cancel": (API, [("post", {})]),
     "api/v1/jobs/<id:job_id>/retry": (API, [("post", {})]),
     "api/v1/jobs/<id:job_id>/logs": (API, [("get", None)]),
+    "api/v1/jobs/<id:job_id>/wait": (API, [("get", None)]),
     "api/v1/agents/<str:name>": (API, [("get", None), ("patch", {"description": "pwned"}), ("delete", None)]),
     "api/v1/agents/<str:name>/instances": (API, [("get", None), ("post", {"base_url": "http://127.0.0.1:10"})]),
     "api/v1/agents/<str:name>/instances/<id:instance_id>": (
