@@ -65,7 +65,9 @@ def test_two_beats_submit_one_job_per_tick_of_a_schedule(platform_factory, proje
 
     def ticks_done() -> int:  # tick tasks the worker finished, from either beat (each sends one a second)
         text = platform.control_log.read_text(errors="replace")
-        return sum(1 for line in text.splitlines() if "workflows.tasks.schedule_tick[" in line and " succeeded " in line)
+        return sum(
+            1 for line in text.splitlines() if "workflows.tasks.schedule_tick[" in line and " succeeded " in line
+        )
 
     platform.wait_for(lambda: ScheduleRun.objects.filter(schedule__name="every-minute").count() >= minutes,
                       f"the schedule's {minutes} tick(s)", timeout=last - time.time() + 60)  # fmt: skip
