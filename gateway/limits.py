@@ -9,7 +9,9 @@ lifetime, so a long stream keeps its lease and a process that dies loses its lea
 EULER_GATEWAY_LEASE_SECONDS.
 
 Calls per minute per key (LiteLLM's `rpm_limit`): a sliding window approximated from two fixed
-one-minute counters, the previous one weighted by how much of it is still in view.
+one-minute counters, the previous one weighted by how much of it is still in view, rounded up: the calls of the
+previous minute that are partly in view count whole, so a key that spent its limit just before a minute's turn
+gets no extra call just after it (rounded down, `limit` calls at hh:mm:59.9 let one more through at :00.1).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ return 1
 _RPM = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 local previous = tonumber(redis.call('GET', KEYS[2]) or '0')
-if math.floor(previous * tonumber(ARGV[2])) + current >= tonumber(ARGV[1]) then
+if math.ceil(previous * tonumber(ARGV[2]) - 1e-9) + current >= tonumber(ARGV[1]) then
   return {0, current, previous}
 end
 redis.call('INCR', KEYS[1])
@@ -191,8 +193,9 @@ def rpm_retry_after(limit: int, current: int, previous: int, elapsed: float) -> 
     """Seconds until one more call fits under `limit` in the sliding window (pure)."""
     if current >= limit:
         return max(1, math.ceil(WINDOW - elapsed))
-    # previous * (1 - t / WINDOW) + current < limit  =>  t > WINDOW * (1 - (limit - current) / previous)
-    needed = WINDOW * (1 - (limit - current) / previous) if previous else 0.0
+    # ceil(previous * (1 - t / WINDOW)) + current < limit  <=>  previous * (1 - t / WINDOW) <= limit - current - 1
+    #   <=>  t >= WINDOW * (1 - (limit - current - 1) / previous)
+    needed = WINDOW * (1 - (limit - current - 1) / previous) if previous else 0.0
     return max(1, math.ceil(needed - elapsed))
 
 

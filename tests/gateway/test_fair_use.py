@@ -3,6 +3,7 @@
 import asyncio
 import threading
 import time
+import uuid
 
 import httpx
 import pytest
@@ -168,9 +169,33 @@ def test_a_key_with_an_rpm_limit_gets_429_past_it_and_other_keys_do_not(project,
 
 def test_rpm_retry_after_is_when_the_window_has_room_again():
     assert limits.rpm_retry_after(10, 10, 0, elapsed=15.0) == 45
-    # 10 of the previous minute, 0 now, limit 5: room once less than half the previous minute is in view.
-    assert limits.rpm_retry_after(5, 0, 10, elapsed=10.0) == 20
+    # 10 of the previous minute, 0 now, limit 5: room once at most 4 of the previous minute's 10 are in view.
+    assert limits.rpm_retry_after(5, 0, 10, elapsed=10.0) == 26
     assert limits.rpm_retry_after(5, 0, 10, elapsed=59.5) == 1
+    # The turn of the minute: both of the previous minute's calls still (almost) wholly in view.
+    assert limits.rpm_retry_after(2, 0, 2, elapsed=0.05) == 30
+
+
+async def _rpm_at(previous: int, current: int, limit: int, elapsed: float) -> list:
+    """The window script itself, against Redis, at `elapsed` seconds into a minute."""
+    r = limits.async_client()
+    keys = (f"euler:gw:rpm:test:{uuid.uuid4().hex}:now", f"euler:gw:rpm:test:{uuid.uuid4().hex}:before")
+    await r.set(keys[1], previous)
+    if current:
+        await r.set(keys[0], current)
+    try:
+        return await r.eval(limits._RPM, 2, *keys, limit, 1 - elapsed / limits.WINDOW)
+    finally:
+        await r.delete(*keys)
+
+
+async def test_a_key_that_spent_its_limit_just_before_the_minutes_turn_gets_nothing_just_after_it():
+    """The minute boundary forced, not hoped for: `limit` calls at :59.9 leave no room at :00.05."""
+    assert (await _rpm_at(previous=2, current=0, limit=2, elapsed=0.05))[0] == 0
+    assert (await _rpm_at(previous=2, current=0, limit=2, elapsed=30.0))[0] == 1  # half of them in view: room for one
+    assert (await _rpm_at(previous=2, current=1, limit=2, elapsed=30.0))[0] == 0
+    assert (await _rpm_at(previous=10, current=0, limit=10, elapsed=6.0))[0] == 1  # 9 of 10 in view: one more
+    assert (await _rpm_at(previous=10, current=0, limit=10, elapsed=5.9))[0] == 0
 
 
 def test_an_api_key_is_created_with_an_rpm_limit_and_listed_with_it(project, call):
