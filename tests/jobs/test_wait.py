@@ -34,6 +34,17 @@ async def wait(api_key: str, job_id: int, query: str = ""):
     return await AsyncClient().get(f"/api/v1/jobs/{job_id}/wait{query}", headers={"X-Euler-API-Key": api_key})
 
 
+async def joined(job_id: int) -> None:
+    """Until a waiter is a member of the job's broadcast group: a move after that can only reach it that way."""
+    from channels.layers import get_channel_layer
+
+    from jobs.transitions import group_name
+
+    layer = get_channel_layer()  # the tests' in-memory layer (the e2e tests follow jobs through channels_redis)
+    while not layer.groups.get(group_name(job_id)):
+        await asyncio.sleep(0.01)
+
+
 # --- the decision ---------------------------------------------------------------------------------------------------
 def test_without_a_state_only_an_end_ends_the_wait_and_with_one_any_other_state_does():
     assert [moved(s, Wait(None, 1)) for s in ("queued", "running", "succeeded", "lost")] == [False, False, True, True]
@@ -60,7 +71,7 @@ def test_the_defaults_wait_30_s_for_the_end():
 async def test_a_wait_on_a_queued_job_returns_the_cancelled_job_once_it_is_cancelled(api_key, project, api):
     job = await sync_to_async(make_queued)(project)
     waiting = asyncio.ensure_future(wait(api_key, job.pk, "?state=queued&timeout=60"))
-    await asyncio.sleep(0.2)  # the wait has joined the job's group; it returns on the move whenever that comes
+    await asyncio.wait_for(joined(job.pk), timeout=30)  # subscribed: the cancel reaches it by broadcast or re-read
     assert not waiting.done()
     await sync_to_async(cancel)(job, project)
     response = await asyncio.wait_for(waiting, timeout=60)
@@ -69,10 +80,27 @@ async def test_a_wait_on_a_queued_job_returns_the_cancelled_job_once_it_is_cance
     assert response.json() == detail.json()  # the same body as GET /api/v1/jobs/{id}
 
 
+async def test_the_broadcast_alone_wakes_the_wait(api_key, project):
+    """No row changes: only the job's state broadcast can end this wait before its 60 s."""
+    from channels.layers import get_channel_layer
+
+    from jobs.transitions import group_name
+
+    job = await sync_to_async(make_queued)(project)
+    waiting = asyncio.ensure_future(wait(api_key, job.pk, "?state=queued&timeout=60"))
+    await asyncio.wait_for(joined(job.pk), timeout=30)
+    message = {"type": "job.state", "state": "assigned", "terminal": False, "node": "n1"}
+    while not waiting.done():  # until the wait is past its re-read of the row and listening: sent again meanwhile
+        await get_channel_layer().group_send(group_name(job.pk), message)
+        await asyncio.wait({waiting}, timeout=0.2)
+    response = waiting.result()
+    assert (response["X-Euler-Wait"], response.json()["state"]) == ("moved", "queued")  # the row says queued still
+
+
 async def test_a_wait_for_the_end_returns_on_the_end(api_key, project):
     job = await sync_to_async(make_queued)(project)
     waiting = asyncio.ensure_future(wait(api_key, job.pk, "?timeout=60"))
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(joined(job.pk), timeout=30)
     await sync_to_async(cancel)(job, project)
     response = await asyncio.wait_for(waiting, timeout=60)
     assert (response["X-Euler-Wait"], response.json()["state"]) == ("moved", "cancelled")

@@ -84,9 +84,10 @@ def test_a_held_poll_ends_when_its_agent_disconnects_and_answers_nothing(platfor
     held = {}
 
     async def gone():
-        await asyncio.sleep(0.3)  # the poll is waiting by now; whenever the disconnect comes, it ends the poll
-        held["listener"] = channel.ensure_listener()  # this loop's: the poll's waiter is in it
-        held["waiting"] = len(held["listener"].waiters.get(node.pk, ()))
+        listener = held["listener"] = channel.ensure_listener()  # this loop's, which the poll's waiter joins
+        while not listener.waiters.get(node.pk):  # the poll is waiting (the event, not a guessed delay): now go
+            await asyncio.sleep(0.01)
+        held["waiting"] = len(listener.waiters[node.pk])
 
     assert _call(HOT[1], b'{"wait": 60}', cred=cred, gone=gone) == []
     assert held["waiting"] == 1 and node.pk not in held["listener"].waiters  # its waiter went with it
