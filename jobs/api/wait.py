@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from euler.errors import EulerError, InvalidInput
+from euler.errors import EulerError, InvalidInput, NotFound
 from jobs.logs_api import _error, project_for_request
 from jobs.states import TERMINAL, JobState
 from quotas.access import declare, member
@@ -57,12 +57,11 @@ def moved(state: str, wait: Wait) -> bool:
 
 
 def _state(project, job_id: int) -> str:
-    from jobs import selectors
     from quotas import scoped
 
     found = scoped.jobs(project=project).filter(pk=job_id).values_list("state", flat=True).first()
     if found is None:
-        selectors.job_get(project=project, job_id=job_id)  # raises the API's 404
+        raise NotFound("No such job.")  # another project's job too, as GET /api/v1/jobs/{id} answers
     return found
 
 
