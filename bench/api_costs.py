@@ -51,8 +51,8 @@ def main() -> None:
         platform, http, _ = boot(Path(tmp))
         try:
             job_id = http.post("jobs", json=JOB).json()["id"]
-            while http.get(f"jobs/{job_id}").json()["state"] != "succeeded":
-                time.sleep(0.05)
+            if http.get(f"jobs/{job_id}/wait", params={"timeout": 25}).json()["state"] != "succeeded":
+                raise SystemExit(f"job {job_id} did not succeed within 25 s")
             base = http.base_url.copy_with(path="/")
             waiting: list[int] = []
 
