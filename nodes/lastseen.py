@@ -32,22 +32,22 @@ def note_intake(now=None) -> None:
 
 def note_resumed(ts: float, previous: float | None, *, node_id: int | None = None) -> None:
     """No heartbeat from any node for half the offline window is the control plane's outage (web down, a
-    network cut on our side): when heartbeats come back, remember when. An emptied Redis knows no previous
-    heartbeat: the database (a flush behind) says when the last one was, and this Redis's clock starts. The
-    node whose heartbeat this is may have written its row already (a full heartbeat writes before it notes):
-    its own new time is no evidence of the time before the outage, so its row is left out."""
-    if previous is None:
+    network cut on our side): when heartbeats come back, remember when. Redis's intake swap stamps that itself
+    when it held a previous heartbeat (livestore.queue_swap_intake). An emptied Redis knows none (the swap left
+    `resumed` pending): the database (a flush behind) says when the last one was, and this Redis's clock starts. The node whose heartbeat this
+    is may have written its row already (a full heartbeat writes before it notes): its own new time is no
+    evidence of the time before the outage, so its row is left out."""
+    if previous is not None:
+        return
+    try:
         livestore.note_born(ts)
         rows = Node.objects.exclude(pk=node_id) if node_id is not None else Node.objects.all()
         last = rows.aggregate(last=Max("last_heartbeat_at"))["last"]
-        if last is None:
-            return
-        previous = last.timestamp()
-    if ts - previous <= settings.EULER_NODE_OFFLINE_AFTER / 2:
-        return
-    ttl = int(4 * settings.EULER_NODE_OFFLINE_AFTER) + 60
-    try:
-        livestore.set_resumed(ts, previous, ttl)
+        gap, _ = livestore.gap_terms()
+        if last is not None and ts - last.timestamp() > gap:
+            livestore.settle_resumed(ts, last.timestamp())
+        else:
+            livestore.settle_resumed(None)
     except RedisError:
         log.warning("could not note that heartbeats resumed", exc_info=True)
 

@@ -65,6 +65,7 @@ class Later:
     gap: bool = False  # heartbeats came back after none for a while (or into an emptied Redis)
     previous: float | None = None  # the newest heartbeat before this one, when known
     redis_down: bool = False  # Redis did not answer: write the row (through the cached one when there is one)
+    swapped: bool = False  # the intake time was swapped already (`previous` is what it was)
 
 
 def heartbeat(
@@ -98,11 +99,10 @@ def fast_heartbeat(*, raw: str | None, parse: Callable[[], protocol.Heartbeat]):
     except RedisError:
         log.warning("heartbeat: Redis did not answer; writing the node row instead")
         return Later(hb=hb, redis_down=True)
-    state = livestore.decode_hash(results[0])
+    previous, state = livestore.as_float(results[0]), livestore.decode_hash(results[1])
     if state.get("v") != cached.gen or (state.get("fp") or cached.fp) != fp or not node.online:
         memory.forget(lookup)
-        return Later(hb=hb)
-    previous = livestore.as_float(results[3])
+        return Later(hb=hb, swapped=True, previous=previous)
     beatmemo.wrote(node.pk, interval, usage, now)
     if previous is None or now - previous > settings.EULER_NODE_OFFLINE_AFTER / 2:
         return Later(hb=hb, node=node, rfp=rfp, now=now, interval=interval, gap=True, previous=previous)
@@ -128,7 +128,7 @@ def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Hea
             return _write_through(raw, *mine, found.hb, who)
         return full_heartbeat(raw, lambda: found.hb, who)
     if found.node is None:
-        return full_heartbeat(raw, lambda: found.hb, who)
+        return full_heartbeat(raw, lambda: found.hb, who, swapped=(found.previous,) if found.swapped else None)
     if found.gap:
         lastseen.note_resumed(found.now, found.previous, node_id=found.node.pk)
         beatmemo.noted_intake(found.now)
@@ -189,9 +189,12 @@ def enrolled(node: Node, req: protocol.EnrollRequest) -> None:
 
 
 # --- the full path (a database thread) ------------------------------------------------------------------
-def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None):
+def full_heartbeat(
+    raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None, swapped: tuple | None = None
+):
     """Authenticate from the database, write the row if something that matters changed (every time when
-    Redis is down), run the hooks, and cache the row under its generation."""
+    Redis is down), run the hooks, and cache the row under its generation. `swapped`: (the previous intake
+    time,) when the fast path swapped it already."""
     metrics.inc("euler_heartbeats_full_total")
     lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
     taken = memory.token()
@@ -207,6 +210,14 @@ def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who
         if node is None or node.approval == Approval.REJECTED:
             raise NodeRejected()
         memory.note_pk(lookup, node.pk)
+    previous = swapped[0] if swapped else None
+    if redis_ok and not swapped:
+        # The intake first: it stamps the end of a control-plane gap before the row below can say this node is
+        # back (an offline pass in between would see it back and the others silent, with no outage on record).
+        try:
+            previous = livestore.swap_intake(time.time())
+        except RedisError:
+            redis_ok = False
     reply_node, fp = node_heartbeat(node=node, hb=hb, force_write=not redis_ok)
     now = reply_node.last_heartbeat_at.timestamp()
     interval = cadence.next_interval() if redis_ok else cadence.interval_now()
@@ -214,9 +225,9 @@ def full_heartbeat(raw: str | None, parse: Callable[[], protocol.Heartbeat], who
         try:
             usage = beatmemo.usage_json(policy.usage(hb))
             pipe = livestore.client().pipeline(transaction=False)
-            livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=usage)
+            livestore.queue_beat(pipe, node_id=node.pk, ts=now, interval=interval, usage=usage, intake=False)
             pipe.hset(livestore.node_key(node.pk), "fp", fp)
-            previous = livestore.as_float(pipe.execute()[3])
+            pipe.execute()
             lastseen.note_resumed(now, previous, node_id=node.pk)
             beatmemo.noted_intake(now)
             beatmemo.wrote(node.pk, interval, usage, now)

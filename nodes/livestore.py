@@ -6,7 +6,8 @@ Keys, under `euler:live:<database name>:` (two deployments or test runs on one R
 - `n:<id>`    hash: `v` (generation: changes when the node row changes, so that processes drop their cached
               copy), `fp` (fingerprint of the stored fields), `rfp`/`hk` (listed attempts, last hook run),
               `iv` (interval last handed out), `u` (reported usage: live GPU figures).
-- `intake`    the newest heartbeat from any node; a heartbeat that finds it old (or missing) notes `resumed`.
+- `intake`    the newest heartbeat from any node; a heartbeat that finds it old notes `resumed` in the same
+              script (queue_swap_intake); one that finds it missing, from the database.
 - `born`      when this Redis began holding liveness: an emptied Redis knows nobody, and that is a gap.
 - `webs`      sorted set of `<process>|<budget>` by expiry: the live web processes.
 - `flushed`   the newest last-seen time already written to the database.
@@ -26,6 +27,7 @@ import socket
 import time
 import uuid
 
+from django.conf import settings
 from django.db import connections
 
 from euler import redis as euler_redis
@@ -62,15 +64,16 @@ def as_float(value) -> float | None:
 
 
 # --- the heartbeat's round trip (sync and asyncio pipelines take the same commands) ---------------------
-def queue_beat(pipe, *, node_id: int, ts: float, interval: float, usage: str) -> None:
-    """Results, in order: the node's hash before this beat, ZADD, HSET, the previous intake time. `usage`: the
-    reported usage as JSON (quickbeat.usage_json)."""
+def queue_beat(pipe, *, node_id: int, ts: float, interval: float, usage: str, intake: bool = True) -> None:
+    """Results, in order: the previous intake time (unless `intake` is false: the caller swapped it already), the
+    node's hash before this beat, ZADD, HSET. `usage`: the reported usage as JSON (quickbeat.usage_json)."""
     space = ns()
     key = f"{space}n:{node_id}"
+    if intake:
+        queue_swap_intake(pipe, ts)  # first: see queue_swap_intake
     pipe.hgetall(key)
     pipe.zadd(f"{space}seen", {str(node_id): ts})
     pipe.hset(key, mapping={"iv": interval, "u": usage})
-    pipe.set(f"{space}intake", ts, get=True)
 
 
 def queue_batch(pipe, batch: dict[int, tuple[float, float | None, str | None]]) -> None:
@@ -226,18 +229,71 @@ def note_born(now: float) -> None:
     client().set(f"{ns()}born", now, nx=True)
 
 
+# The intake swap and the outage stamp in one step, queued before the beat's own last-seen time: a heartbeat that
+# ends a quiet spell writes `resumed` in the same script that makes it the newest heartbeat, so no offline pass
+# can see this node back and the others still silent without also seeing when heartbeats resumed (it would mark
+# them offline the instant the first host returned). An intake Redis never held (emptied) leaves `resumed`
+# pending: the time before the gap is in the database (lastseen.note_resumed settles it, at once), and an offline
+# pass waits for it rather than judge without (a process that died before settling it: it expires).
+_SWAP_INTAKE = """
+local previous = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1])
+local before = previous and tonumber(previous)
+if before then
+  if tonumber(ARGV[1]) - before > tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[2], ARGV[1] .. ',' .. previous, 'EX', ARGV[3])
+  end
+else
+  redis.call('SET', KEYS[2], 'pending', 'NX', 'EX', ARGV[4])
+end
+return previous
+"""
+_SETTLE = """
+if redis.call('GET', KEYS[1]) == 'pending' then
+  if ARGV[1] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) end
+end
+"""
+PENDING_FOR = 10  # seconds an unsettled `resumed` holds offline passes back
+
+
+def gap_terms() -> tuple[float, int]:
+    """(the silence from every node that is a control-plane gap, how long `resumed` is kept), in seconds."""
+    window = settings.EULER_NODE_OFFLINE_AFTER
+    return window / 2, int(4 * window) + 60
+
+
+def queue_swap_intake(pipe, ts: float) -> None:
+    """Its result: the previous intake time (None when Redis held none, and `resumed` is then pending)."""
+    space = ns()
+    gap, ttl = gap_terms()
+    pipe.eval(_SWAP_INTAKE, 2, f"{space}intake", f"{space}resumed", repr(float(ts)), repr(float(gap)), ttl, PENDING_FOR)
+
+
 def swap_intake(ts: float) -> float | None:
-    return as_float(client().set(f"{ns()}intake", ts, get=True))
+    pipe = client().pipeline(transaction=False)
+    queue_swap_intake(pipe, ts)
+    return as_float(pipe.execute()[0])
 
 
-def set_resumed(resumed: float, before: float, ttl: int) -> None:
-    client().set(f"{ns()}resumed", f"{resumed!r},{before!r}", ex=ttl)
+def settle_resumed(resumed: float | None, before: float = 0.0) -> None:
+    """A pending `resumed` becomes the gap found in the database (`resumed` given), or nothing (None)."""
+    _, ttl = gap_terms()
+    value = f"{resumed!r},{before!r}" if resumed is not None else ""
+    client().eval(_SETTLE, 1, f"{ns()}resumed", value, ttl)
+
+
+class Pending(Exception):
+    """Heartbeats came back into an emptied Redis and the time before the gap is being looked up."""
 
 
 def resumed() -> tuple[float, float]:
+    """(when heartbeats resumed after a control-plane gap, the newest heartbeat before it), zeros when none;
+    raises Pending while the first heartbeat into an emptied Redis settles it."""
     raw = _text(client().get(f"{ns()}resumed"))
     if not raw:
         return 0.0, 0.0
+    if raw == "pending":
+        raise Pending()
     a, b = raw.split(",")
     return float(a), float(b)
 

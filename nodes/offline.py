@@ -163,6 +163,9 @@ def mark_offline(*, now=None) -> list[int]:
     if silent:
         try:
             resumed, before = livestore.resumed()
+        except livestore.Pending:
+            log.info("heartbeats came back into an emptied Redis: the next pass judges silent nodes")
+            return []
         except (RedisError, ValueError):
             resumed, before = 0.0, 0.0
         silent = _after_outage(silent, now, resumed, before)
