@@ -44,6 +44,13 @@ def classify_exit(*, code: int | None, state: ContainerState | None, engine_rest
 
 
 SIGKILL_EXIT = 128 + 9
+# containerd before 2.2 watches a container's memory cgroup for OOM only once its start returned: an OOM kill in
+# the first milliseconds is never reported (containerd/containerd#8180, fixed by #12405), not even to `docker run`.
+UNREPORTED_KILL = (
+    "killed by SIGKILL (exit 137), not by Euler: the job's own kill, or the kernel's OOM killer at the job's memory "
+    "limit that the engine did not report (an OOM in a container's first moments goes unreported by containerd "
+    "before 2.2); raise the memory limit if the job needs more"
+)
 OOM_EVENT_WAIT = 3.0  # seconds: how long a SIGKILLed container's `oom` event may trail its exit
 
 
@@ -119,6 +126,8 @@ def end_reason(exit_: Exit, *, stop_reason: str | None, stop_message: str, init_
         return "oom", stop_message
     if init_failure:
         return "start_failed", init_failure  # the init could not exec the command: as Docker says without an init
+    if exit_.code == SIGKILL_EXIT and not stop_message:
+        return "exited", UNREPORTED_KILL
     return "exited", stop_message
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from nodeagent.attempt_exit import VANISHED, Exit, classify_exit, end_reason, maybe_oom, wait_for_exit
+from nodeagent.attempt_exit import UNREPORTED_KILL, VANISHED, Exit, classify_exit, end_reason, maybe_oom, wait_for_exit
 from nodeagent.docker_runner import ContainerState, RunnerUnavailable
 
 
@@ -67,6 +67,7 @@ def test_the_end_reason_is_the_stop_asked_first_then_oom_then_an_unexecutable_co
     )
     assert reason(Exit(code=127)) == ("exited", "")
     assert reason(Exit(code=0)) == ("exited", "")
+    assert reason(Exit(code=137)) == ("exited", UNREPORTED_KILL)  # a SIGKILL nobody reported: say what it may be
 
 
 class LateOom:
