@@ -41,6 +41,15 @@ def pytest_collection_modifyitems(config, items):
         if any(defs.get(name) and defs[name][-1].scope in ("module", "session") for name in SHARED_PER_MODULE & names):
             item.add_marker(pytest.mark.xdist_group(f"module-{item.module.__name__}"))
     yield
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+        if lost:
+            # pytest-xdist groups a test by the `@group` it appends to the nodeid; a pytest that ignores that (9.x
+            # with xdist 3.8) runs a group's tests on every worker at once: machine-wide fixtures collide.
+            raise pytest.UsageError(
+                f"pytest-xdist's loadgroup did not name the group of {lost[0]} (and {len(lost) - 1} more): this "
+                "pytest and pytest-xdist do not fit together; install requirements-dev.txt's pins"
+            )
     # After them (pytest-django's order, kept within each part): the slow folders first. Every worker sorts alike.
     items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))
 
