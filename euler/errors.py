@@ -97,8 +97,9 @@ def exception_handler(exc, context):
     if isinstance(exc, EulerError):
         set_rollback()
         response = Response(exc.as_dict(), status=exc.status_code)
-        if exc.status_code == 429 and "retry_after" in exc.extra:
-            response["Retry-After"] = str(exc.extra["retry_after"])
+        after = retry_after(exc)
+        if after is not None:
+            response["Retry-After"] = after
         return response
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
@@ -126,6 +127,23 @@ def exception_handler(exc, context):
 
 def json_error(code: str, detail: str, status_code: int, **extra) -> JsonResponse:
     return JsonResponse({"code": code, "detail": detail, **extra}, status=status_code)
+
+
+def retry_after(exc: EulerError) -> str | None:
+    """The Retry-After header a throttled (429) or unavailable (503) error carries, when it says how long."""
+    if exc.status_code in (429, 503) and exc.extra.get("retry_after") is not None:
+        return str(exc.extra["retry_after"])
+    return None
+
+
+def error_response(exc: EulerError) -> JsonResponse:
+    """An EulerError as the JSON body every API answers with, for the views outside DRF (the node API, the log
+    reader, the blocking read, the gateway)."""
+    response = JsonResponse(exc.as_dict(), status=exc.status_code)
+    after = retry_after(exc)
+    if after is not None:
+        response["Retry-After"] = after
+    return response
 
 
 def handler404(request, exception=None):

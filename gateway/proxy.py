@@ -21,7 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from redis.exceptions import RedisError
 
 from agents import ssrf
-from euler.errors import EulerError, InvalidInput, NotFound, QuotaExceeded, Unavailable
+from euler.errors import EulerError, InvalidInput, NotFound, QuotaExceeded, Unavailable, error_response
 from gateway import auth, limits, quota, recorder, routes, safety
 from gateway.asgi import BODY_TOO_LARGE
 from gateway.client import upstream_client
@@ -61,11 +61,9 @@ def _request_id(request) -> str:
 
 
 def _error(exc: EulerError, request_id: str | None = None) -> JsonResponse:
-    response = JsonResponse(exc.as_dict(), status=exc.status_code)
+    response = error_response(exc)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = safety.CSP
-    if exc.status_code in (429, 503) and exc.extra.get("retry_after") is not None:
-        response["Retry-After"] = str(exc.extra["retry_after"])
     if request_id:
         response["X-Request-ID"] = request_id
     return response

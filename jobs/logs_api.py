@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
-from euler.errors import EulerError, InvalidInput, NotFound, Unauthorized
+from euler.errors import EulerError, InvalidInput, NotFound, Unauthorized, error_response
 from jobs import logstore
 from jobs.models import Attempt, Job
 from jobs.states import ATTEMPT_ACTIVE, TERMINAL
@@ -109,10 +109,6 @@ def full_text(attempt_id: int) -> str:
 
 
 # --- the view ------------------------------------------------------------------------------------
-def _error(exc: EulerError) -> JsonResponse:
-    return JsonResponse(exc.as_dict(), status=exc.status_code)
-
-
 class _Credential:
     """Re-checks the follower's key or session every RECHECK_SECONDS (one small query), not every poll."""
 
@@ -174,7 +170,7 @@ async def job_logs(request: HttpRequest, job_id: int):
             raise InvalidInput("follow is 1 or 0.", code="invalid_follow")
         target, text = await sync_to_async(resolve)()
     except EulerError as exc:
-        return _error(exc)
+        return error_response(exc)
     headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
     if target.attempt_number is not None:
         headers["X-Euler-Attempt"] = str(target.attempt_number)

@@ -17,8 +17,8 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from euler.errors import EulerError, InvalidInput, NotFound
-from jobs.logs_api import _error, project_for_request
+from euler.errors import EulerError, InvalidInput, NotFound, error_response
+from jobs.logs_api import project_for_request
 from jobs.states import TERMINAL, JobState
 from quotas.access import declare, member
 
@@ -113,7 +113,7 @@ async def job_wait(request: HttpRequest, job_id: int):
         project = await sync_to_async(project_for_request)(request)
         state = await sync_to_async(_state)(project, job_id)
     except EulerError as exc:
-        return _error(exc)
+        return error_response(exc)
     done = moved(state, wait) or (wait.timeout > 0 and await _until_moved(project, job_id, wait))
     body = await sync_to_async(_body)(project, job_id)
     headers = {"Cache-Control": "no-store", "X-Euler-Wait": "moved" if done else "timeout"}

@@ -20,7 +20,7 @@ from rest_framework import permissions, status
 from rest_framework.response import Response
 
 from euler import metrics, ratelimit
-from euler.errors import Conflict, EulerError, InvalidInput, Unauthorized, json_error
+from euler.errors import Conflict, EulerError, InvalidInput, Unauthorized, error_response, json_error
 from nodeagent import protocol
 from nodes import channel, liveness, quickbeat, services, webload
 from nodes.asyncdb import run_db, run_light
@@ -118,13 +118,6 @@ class TermsView(NodeAPIView):
 
 
 # --- the hot paths -----------------------------------------------------------------------------
-def _error(exc: EulerError) -> JsonResponse:
-    response = json_error(exc.code, exc.message, exc.status_code, **exc.extra)
-    if exc.status_code == 429 and "retry_after" in exc.extra:
-        response["Retry-After"] = str(exc.extra["retry_after"])
-    return response
-
-
 def _refuse(request: HttpRequest) -> JsonResponse | None:
     if request.method != "POST":
         return json_error("method_not_allowed", "Use POST.", 405)
@@ -184,7 +177,7 @@ async def heartbeat(request: HttpRequest) -> JsonResponse:
             return JsonResponse(quick)
         reply = await run_light(request, _verify, raw, request.body, ratelimit.client_ip(request), time.monotonic())
     except EulerError as exc:
-        return _error(exc)
+        return error_response(exc)
     metrics.inc("euler_heartbeats_total")
     return JsonResponse(reply)
 
@@ -239,7 +232,7 @@ async def poll(request: HttpRequest) -> JsonResponse:
                 waiter.asked(work)
                 assignments, commands = work
     except EulerError as exc:
-        return _error(exc)
+        return error_response(exc)
     return JsonResponse(protocol.PollReply(assignments=assignments, commands=commands).model_dump(mode="json"))
 
 
