@@ -34,9 +34,9 @@ def note_resumed(ts: float, previous: float | None, *, node_id: int | None = Non
     """No heartbeat from any node for half the offline window is the control plane's outage (web down, a
     network cut on our side): when heartbeats come back, remember when. Redis's intake swap stamps that itself
     when it held a previous heartbeat (livestore.queue_swap_intake). An emptied Redis knows none (the swap left
-    `resumed` pending): the database (a flush behind) says when the last one was, and this Redis's clock starts. The node whose heartbeat this
-    is may have written its row already (a full heartbeat writes before it notes): its own new time is no
-    evidence of the time before the outage, so its row is left out."""
+    `resumed` pending): the database (a flush behind) says when the last one was, and this Redis's clock
+    starts. The node whose heartbeat this is may have written its row already (a full heartbeat writes before
+    it notes): its own new time is no evidence of the time before the outage, so its row is left out."""
     if previous is not None:
         return
     try:
