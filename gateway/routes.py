@@ -161,6 +161,13 @@ def report(upstream_id: int, ok: bool) -> None:
         state.failures = 0
 
 
+def forget(project_id: int, name: str) -> None:
+    """This process changed the agent (removed, created, an instance added or changed): its next call loads the
+    route, rather than reuse one up to STALE_FACTOR × the TTL old — a removed agent re-added under its name would
+    otherwise send its first calls to the old instances. Other web processes reload within the TTL."""
+    _routes.pop((project_id, name), None)
+
+
 def reset() -> None:
     """Forget everything (tests; a process that changed its settings)."""
     _routes.clear()

@@ -216,9 +216,10 @@ def test_logs_follow_survives_a_web_restart_without_gap_or_duplicate(site):
     assert site.euler("logs", job_id).stdout == expected
 
 
-def test_login_stores_the_key_in_a_0600_file_that_later_commands_use(site):
-    env = site.env(EULER_URL=None, EULER_API_KEY=None)
-    path = site.home / "xdg" / "euler" / "config.toml"
+def test_login_stores_the_key_in_a_0600_file_that_later_commands_use(site, tmp_path):
+    # Its own config dir: the module's site is shared, and a file from another test (or a repeat) would be found.
+    env = site.env(EULER_URL=None, EULER_API_KEY=None, XDG_CONFIG_HOME=str(tmp_path))
+    path = tmp_path / "euler" / "config.toml"
     refused = site.euler("login", "--url", site.platform.url, "--api-key", "euler_pk_wrong", env=env)
     assert refused.returncode == 77 and refused.stderr.count("\n") == 1 and not path.exists()
     logged = site.euler("login", "--url", site.platform.url, "--api-key", site.key, env=env)
