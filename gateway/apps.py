@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models.signals import post_delete, post_save
 
 
@@ -9,12 +10,13 @@ def _agent_changed(sender, instance, **kwargs) -> None:
 
 
 def _instance_changed(sender, instance, **kwargs) -> None:
-    from agents.models import Agent
     from gateway import routes
 
-    agent = Agent.objects.filter(pk=instance.agent_id).values_list("project_id", "name").first()
-    if agent is not None:
-        routes.forget(*agent)
+    try:
+        agent = instance.agent  # the instance's own agent: no lookup by an id a caller gave
+    except ObjectDoesNotExist:
+        return
+    routes.forget(agent.project_id, agent.name)
 
 
 class GatewayConfig(AppConfig):
