@@ -128,7 +128,7 @@ def finish_heartbeat(*, raw: str | None, found, parse: Callable[[], protocol.Hea
             return _write_through(raw, *mine, found.hb, who)
         return full_heartbeat(raw, lambda: found.hb, who)
     if found.node is None:
-        return full_heartbeat(raw, lambda: found.hb, who, swapped=(found.previous,) if found.swapped else None)
+        return full_heartbeat(raw, lambda: found.hb, who, swapped=found.swapped, previous=found.previous)
     if found.gap:
         lastseen.note_resumed(found.now, found.previous, node_id=found.node.pk)
         beatmemo.noted_intake(found.now)
@@ -190,11 +190,16 @@ def enrolled(node: Node, req: protocol.EnrollRequest) -> None:
 
 # --- the full path (a database thread) ------------------------------------------------------------------
 def full_heartbeat(
-    raw: str | None, parse: Callable[[], protocol.Heartbeat], who: str | None, swapped: tuple | None = None
+    raw: str | None,
+    parse: Callable[[], protocol.Heartbeat],
+    who: str | None,
+    *,
+    swapped: bool = False,
+    previous: float | None = None,
 ):
     """Authenticate from the database, write the row if something that matters changed (every time when
-    Redis is down), run the hooks, and cache the row under its generation. `swapped`: (the previous intake
-    time,) when the fast path swapped it already."""
+    Redis is down), run the hooks, and cache the row under its generation. `swapped`: the fast path swapped
+    the intake time already (`previous`: what it was)."""
     metrics.inc("euler_heartbeats_full_total")
     lookup = tokens.split(CREDENTIAL_PREFIX, raw or "")
     taken = memory.token()
@@ -210,7 +215,6 @@ def full_heartbeat(
         if node is None or node.approval == Approval.REJECTED:
             raise NodeRejected()
         memory.note_pk(lookup, node.pk)
-    previous = swapped[0] if swapped else None
     if redis_ok and not swapped:
         # The intake first: it stamps the end of a control-plane gap before the row below can say this node is
         # back (an offline pass in between would see it back and the others silent, with no outage on record).
