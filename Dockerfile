@@ -32,5 +32,6 @@ RUN DJANGO_SECRET_KEY=build EULER_ENCRYPTION_KEYS="build:$(python -c 'import bas
 USER euler
 EXPOSE 8000
 # exec form: the server is PID 1 and gets the stop signal itself. Proxy headers (client address, scheme) are
-# taken from FORWARDED_ALLOW_IPS only (uvicorn's variable; the compose file: the TLS front's network).
-CMD ["python", "-m", "uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-access-log", "--loop", "uvloop", "--http", "httptools", "--proxy-headers"]
+# taken from FORWARDED_ALLOW_IPS only (uvicorn's variable; the compose file: the TLS front's network). Keep-alive:
+# nodeagent/protocol_base.py's SERVER_KEEPALIVE_SECONDS (tests/deploy/test_keepalive.py reads it here).
+CMD ["python", "-m", "uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-access-log", "--timeout-keep-alive", "10", "--loop", "uvloop", "--http", "httptools", "--proxy-headers"]

@@ -120,16 +120,21 @@ def worker_commands(py: str, *, loglevel: str = "warning", concurrency: int = 2)
     ]
 
 
+def web_command(py: str, *, host: str, port: str, stop_timeout: float) -> list[str]:
+    from nodeagent.protocol_base import SERVER_KEEPALIVE_SECONDS
+
+    if os.environ.get("EULER_WEB_SERVER", "uvicorn") == "daphne":
+        return [py, "-m", "daphne", "-b", host, "-p", port, "config.asgi:application"]
+    web = [py, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", port, "--no-access-log"]
+    web += ["--loop", "uvloop", "--http", "httptools", "--ws", "websockets"]
+    web += ["--timeout-keep-alive", str(SERVER_KEEPALIVE_SECONDS)]  # above the clients' (nodeagent/protocol_base.py)
+    # Node agents hold a long-poll open (up to 25 s): cut it (they retry) rather than run into the bound.
+    return [*web, "--timeout-graceful-shutdown", str(max(1, int(stop_timeout / 3)))]
+
+
 def _start_services(sup: Supervisor, settings, *, host: str, port: str) -> None:
-    server = os.environ.get("EULER_WEB_SERVER", "uvicorn")
     py = sys.executable
-    if server == "daphne":
-        web = [py, "-m", "daphne", "-b", host, "-p", port, "config.asgi:application"]
-    else:
-        web = [py, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", port, "--no-access-log"]
-        web += ["--loop", "uvloop", "--http", "httptools", "--ws", "websockets"]
-        # Node agents hold a long-poll open (up to 25 s): cut it (they retry) rather than run into the bound.
-        web += ["--timeout-graceful-shutdown", str(max(1, int(sup.stop_timeout / 3)))]
+    web = web_command(py, host=host, port=port, stop_timeout=sup.stop_timeout)
     sup.spawn("web", web)
     for name, argv in worker_commands(py):
         sup.spawn(name, argv)

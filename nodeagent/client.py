@@ -89,7 +89,9 @@ class ControlPlaneClient:
             follow_redirects=False,
             trust_env=False,
             verify=tls_context(ca_file),
-            limits=httpx.Limits(max_connections=16, max_keepalive_connections=8),
+            limits=httpx.Limits(
+                max_connections=16, max_keepalive_connections=8, keepalive_expiry=protocol.CLIENT_KEEPALIVE_SECONDS
+            ),
         )
         # Presigned object-store URLs (outputs, inputs): no base URL, never the node credential.
         self._plain = httpx.Client(

@@ -14,10 +14,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from nodeagent.protocol_base import (  # noqa: F401  (re-exported: the limits are read as protocol.MAX_OUTPUT_...)
+    CLIENT_KEEPALIVE_SECONDS,
     MAX_OUTPUT_CHUNK_BYTES,
     MAX_OUTPUT_FILES,
     MAX_OUTPUT_PATH_CHARS,
     MAX_OUTPUT_SKIPPED_LISTED,
+    SERVER_KEEPALIVE_SECONDS,
     Lenient,
     Sha256Hex,
     Strict,

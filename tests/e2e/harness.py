@@ -45,10 +45,18 @@ from pathlib import Path
 import httpx
 
 from config.up import worker_commands
+from nodeagent.protocol_base import SERVER_KEEPALIVE_SECONDS
 from tests.ports import free_port  # noqa: F401 - the tests import it from here too
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
+
+
+def web_command(port: int, *extra: str) -> list[str]:
+    """A web process (uvicorn) on loopback, with the keep-alive the platform's clients are built for."""
+    return [PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+            "--no-access-log", "--log-level", "warning", "--timeout-keep-alive", str(SERVER_KEEPALIVE_SECONDS),
+            *extra]  # fmt: skip
 
 
 def database_url() -> str:
@@ -244,9 +252,7 @@ class Platform:
             # Graceful shutdown bounded as `make up` bounds it (a third of its 10 s stop bound): a stopped web cuts
             # the agents' open long-polls and the clients' open streams after 3 s, rather than serving them on
             # until they end or the SIGKILL after Proc.stop's 15 s.
-            self.spawn("web", [PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(self.port), "--no-access-log", "--log-level", "warning",
-                               "--timeout-graceful-shutdown", "3"])  # fmt: skip
+            self.spawn("web", web_command(self.port, "--timeout-graceful-shutdown", "3"))
         schedule = str(self.tmp / "data" / "celerybeat-schedule")
         if worker and self.topology == "compact":
             # Every queue in one worker, beat inside it when asked: one more pool process than a single queue's

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.e2e.harness import PY, free_port
+from tests.e2e.harness import PY, free_port, web_command
 
 pytestmark = [pytest.mark.e2e]
 
@@ -194,8 +194,7 @@ def test_two_webs_two_workers_and_beat_never_double_book_twenty_nodes(platform_f
     )
     platform = platform_factory(env=ENV)
     port2 = free_port()
-    platform.spawn("web2", [PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port",
-                            str(port2), "--no-access-log", "--log-level", "warning"])  # fmt: skip
+    platform.spawn("web2", web_command(port2))
     platform.spawn("worker2", [PY, "-m", "celery", "-A", "euler", "worker", "-l", "info", "-c", "2",
                                "-n", "worker2@%h", "--without-gossip", "--without-mingle"])  # fmt: skip
     urls = [platform.url, f"http://127.0.0.1:{port2}"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.harness import PY, free_port
+from tests.e2e.harness import free_port, web_command
 from tests.e2e.test_jobs import euler  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
@@ -42,8 +42,7 @@ def _instance(project, attempt_id: int):
 def test_a_replica_behind_its_nodes_tunnel_serves_through_the_gateway_of_either_web_process(euler):  # noqa: F811
     platform = euler.platform
     port2 = free_port()
-    platform.spawn("web2", [PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port",
-                            str(port2), "--no-access-log", "--log-level", "warning"])  # fmt: skip
+    platform.spawn("web2", web_command(port2))
     web2 = f"http://127.0.0.1:{port2}"
     platform.wait_for(lambda: _answers(web2), "web2 answers /readyz", timeout=60)
 
