@@ -151,9 +151,10 @@ def test_an_oom_kill_is_reported_as_oom(make_executor, plane):
     # The hog waits for SIGUSR1, sent once the agent reported the container running: containerd before 2.2 watches
     # a container's memory cgroup only after its start returned, and an OOM in the first milliseconds goes
     # unreported to every client (containerd/containerd#8180); the agent then says what the SIGKILL may be.
-    hog = "trap 'go=1' USR1; while [ -z \"$go\" ]; do sleep 0.05; done; a=$(head -c 200000000 /dev/zero | tr '\\0' x)"
+    hog = "trap 'go=1' USR1; echo ready; while [ -z \"$go\" ]; do sleep 0.05; done; a=$(head -c 200000000 /dev/zero | tr '\\0' x)"
     make_executor().handle_assignment(assignment(3, ["sh", "-c", hog], memory_bytes=8 * 1024 * 1024))
     running = wait_for(lambda: plane.reports.get(3), "the running report")[0]
+    wait_for(lambda: "ready" in plane.log(3), "the hog's trap set (its first line)")
     docker.from_env().api.kill(running["container_id"], signal="SIGUSR1")
     assert wait_for(lambda: plane.ended(3), "the ended report")["reason"] == "oom"
 
