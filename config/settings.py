@@ -133,6 +133,9 @@ elif env_bool("EULER_DB_POOL", False):
         "max_size": env_int("EULER_DB_POOL_MAX", 20, minimum=1),
         "timeout": 10,
     }
+# A Celery worker's processes keep their connection between tasks (euler/celery.py sets it when a worker starts):
+# a task that opened one each time spent a fifth of its CPU connecting, and PostgreSQL forked a backend per task.
+EULER_WORKER_DB_CONN_MAX_AGE = env_int("EULER_WORKER_DB_CONN_MAX_AGE", 300, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, celery, channels ----------------------------------------------------------------

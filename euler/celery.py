@@ -3,6 +3,7 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_init
 
 from euler import kombu_guard
 
@@ -12,3 +13,22 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("euler", task_cls="euler.celerytask:EulerTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def persistent_connections(databases: dict, max_age: int) -> None:
+    """A worker's processes keep their PostgreSQL connection between tasks, checked before each reuse (Django's
+    CONN_HEALTH_CHECKS) and closed by Celery's Django fix-up when it is older than `max_age` or broken. Not with the
+    psycopg pool (it already keeps them) nor SQLite (`make up`'s file: a connection per task, as before)."""
+    db = databases["default"]
+    if max_age <= 0 or db["ENGINE"] == "django.db.backends.sqlite3" or "pool" in db.get("OPTIONS", {}):
+        return
+    db["CONN_MAX_AGE"] = max_age
+    db["CONN_HEALTH_CHECKS"] = True
+
+
+@worker_init.connect
+def _worker_connections(**_kwargs) -> None:
+    # In the worker's main process, before its pool forks: every pool process connects later, with these settings.
+    from django.conf import settings
+
+    persistent_connections(settings.DATABASES, settings.EULER_WORKER_DB_CONN_MAX_AGE)
