@@ -136,6 +136,9 @@ elif env_bool("EULER_DB_POOL", False):
 # A Celery worker's processes keep their connection between tasks (euler/celery.py sets it when a worker starts):
 # a task that opened one each time spent a fifth of its CPU connecting, and PostgreSQL forked a backend per task.
 EULER_WORKER_DB_CONN_MAX_AGE = env_int("EULER_WORKER_DB_CONN_MAX_AGE", 300, minimum=0)
+# Celery's Django fix-up would close each connection after every task whatever CONN_MAX_AGE says; with this it
+# closes them every 1,000 tasks, and between, euler/celery.py closes those Django would (too old, broken).
+CELERY_DB_REUSE_MAX = 1000
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, celery, channels ----------------------------------------------------------------

@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import task_postrun, task_prerun, worker_init
 
 from euler import kombu_guard
 
@@ -32,3 +32,17 @@ def _worker_connections(**_kwargs) -> None:
     from django.conf import settings
 
     persistent_connections(settings.DATABASES, settings.EULER_WORKER_DB_CONN_MAX_AGE)
+
+
+# Celery's Django fix-up closes every connection before and after each task, whatever CONN_MAX_AGE says, unless
+# CELERY_DB_REUSE_MAX is set (config/settings.py sets it): then it closes them only every that many tasks, and these
+# receivers close what Django would close after a request: a connection past its CONN_MAX_AGE, one whose health
+# check fails, one left in an error or outside autocommit. An eager task (tests) runs inside its caller's request.
+@task_prerun.connect
+@task_postrun.connect
+def _close_old_connections(sender=None, **_kwargs) -> None:
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()
