@@ -22,8 +22,7 @@ IMAGE_REASON = "do not allow the job's image (their lenders' EULER_NODE_ALLOWED_
 def listener():
     found = Listener()
     yield found
-    found.sock.close()
-    found.thread.join(timeout=5)
+    found.close()
 
 
 @pytest.mark.django_db

@@ -3,6 +3,7 @@ texts, community nodes and local images, and the cache cap (with tiny imported i
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import tarfile
@@ -47,8 +48,13 @@ class Listener:
             conn.close()
 
     def close(self):
+        # close() alone does not wake a thread blocked in accept() (Linux): each teardown waited out the join's 5 s.
+        # shutdown() does: accept() then fails, and the thread returns.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self.thread.join(timeout=5)
+        assert not self.thread.is_alive(), "the listener's thread did not end"
 
 
 @pytest.fixture
