@@ -34,10 +34,10 @@ up: $(STAMP) $(CLIENT_STAMP)
 
 # The whole suite on TEST_WORKERS pytest-xdist workers, each with its own database, Redis database number
 # (REDIS_URL's plus the worker's index), data dir and ports (config/settings_test.py, tests/ports.py). More workers
-# than cores: the end-to-end tests partly wait on their subprocesses (3 on 2 cores keeps both busy; 4 put the load
-# near 20 and outran the windows a few tests give their restarts). Tests that share something machine-wide are
+# than cores: the end-to-end tests partly wait on their subprocesses (4 on 2 cores: 10:02 against 10:39 on 3, and
+# ten rounds of the e2e folder on 4 all passed; BENCHMARKS.md). Tests that share something machine-wide are
 # put in one xdist_group each (tests/conftest.py), which --dist loadgroup runs on a single worker.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: $(DEV_STAMP) $(CLIENT_STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations 40 $(PYTEST_ARGS)
 
