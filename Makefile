@@ -34,9 +34,10 @@ up: $(STAMP) $(CLIENT_STAMP)
 
 # The whole suite on TEST_WORKERS pytest-xdist workers, each with its own database, Redis database number
 # (REDIS_URL's plus the worker's index), data dir and ports (config/settings_test.py, tests/ports.py). More workers
-# than cores: the end-to-end tests partly wait on their subprocesses (4 on 2 cores: 10:02 against 10:39 on 3, and
-# ten rounds of the e2e folder on 4 all passed; BENCHMARKS.md). Tests that share something machine-wide are
-# put in one xdist_group each (tests/conftest.py), which --dist loadgroup runs on a single worker.
+# than cores: the end-to-end tests partly wait on their subprocesses. On 2 cores the suite is CPU-bound on 3 or 4
+# (run to run, 4 was as fast or faster: 10:02, BENCHMARKS.md), and ten rounds of the e2e folder on 4 all passed.
+# Tests that share something machine-wide are put in one xdist_group each (tests/conftest.py), which --dist
+# loadgroup runs on a single worker.
 TEST_WORKERS ?= 4
 test: $(DEV_STAMP) $(CLIENT_STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations 40 $(PYTEST_ARGS)
