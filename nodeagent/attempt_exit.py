@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, replace
 
 from nodeagent.docker_runner import ContainerGone, ContainerState, RunnerUnavailable
+from nodeagent.kernel_oom import kernel_reports_oom_kill
 
 INIT_EXEC_FAILED = re.compile(r"\[FATAL tini \(\d+\)\] (exec .* failed: .*)")
 VANISHED = "the container disappeared: removed outside the agent (docker rm -f) or lost by the Docker engine"
@@ -44,12 +45,13 @@ def classify_exit(*, code: int | None, state: ContainerState | None, engine_rest
 
 
 SIGKILL_EXIT = 128 + 9
-# containerd before 2.2 watches a container's memory cgroup for OOM only once its start returned: an OOM kill in
-# the first milliseconds is never reported (containerd/containerd#8180, fixed by #12405), not even to `docker run`.
+# The engine misses OOM kills: containerd before 2.2 watches a container's memory cgroup only once its start
+# returned (containerd/containerd#8180, fixed by #12405), and drops a notification whose cgroup is gone before it
+# looks (a loaded host). The kernel's log (nodeagent.kernel_oom) has them all, when the agent may read it.
 UNREPORTED_KILL = (
     "killed by SIGKILL (exit 137), not by Euler: the job's own kill, or the kernel's OOM killer at the job's memory "
-    "limit that the engine did not report (an OOM in a container's first moments goes unreported by containerd "
-    "before 2.2); raise the memory limit if the job needs more"
+    "limit that neither the engine nor the kernel's log (readable by an agent running as root) reported; raise the "
+    "memory limit if the job needs more"
 )
 OOM_EVENT_WAIT = 3.0  # seconds: how long a SIGKILLed container's `oom` event may trail its exit
 
@@ -68,16 +70,25 @@ def wait_for_exit(
     log: logging.Logger,
     attempt_id: int,
     stopping: threading.Event | None = None,
+    kernel_oom=kernel_reports_oom_kill,
 ) -> Exit:
     """Wait for the container's exit (the engine's own event, not a sampled state), then classify it.
 
-    A SIGKILL that no stop of ours sent may be the kernel's OOM kill whose `oom` event trails the exit (gVisor's
-    shim reports it from the cgroup, after the sandbox died, on a loaded machine): wait for that event, up to
-    OOM_EVENT_WAIT, rather than read the flag once. Blocks (the attempt's waiter thread runs it and signals the
-    owner with the result); never raises.
+    A SIGKILL that no stop of ours sent may be the kernel's OOM kill that the engine did not flag: containerd
+    drops the notification when the container's cgroup is gone before it looks (a loaded host), and gVisor's
+    shim reports it after the sandbox died. The kernel's own log is asked first (`kernel_oom`: True, False, or
+    None when it cannot be read), then the engine's `oom` event is waited for, up to OOM_EVENT_WAIT. Blocks (the
+    attempt's waiter thread runs it and signals the owner with the result); never raises.
     """
     exit_ = _wait_for_exit(runner, cid, closing=closing, log=log, attempt_id=attempt_id)
-    if maybe_oom(exit_, stopping=stopping) and hasattr(runner, "oom_event"):
+    if not maybe_oom(exit_, stopping=stopping):
+        return exit_
+    try:
+        if kernel_oom(cid):
+            return replace(exit_, oom_killed=True)
+    except Exception:  # noqa: BLE001 - the engine is asked next
+        log.warning("attempt %s: the kernel's log could not be read", attempt_id)
+    if hasattr(runner, "oom_event"):
         try:
             if runner.oom_event(cid, within=OOM_EVENT_WAIT):
                 return replace(exit_, oom_killed=True)

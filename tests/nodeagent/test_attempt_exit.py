@@ -90,8 +90,9 @@ class LateOom:
 def test_a_sigkill_waits_for_the_engines_oom_event_that_trails_the_exit():
     def end(runner, stopping=None):
         return wait_for_exit(
-            runner, "c", closing=threading.Event(), log=logging.getLogger("t"), attempt_id=1, stopping=stopping
-        )
+            runner, "c", closing=threading.Event(), log=logging.getLogger("t"), attempt_id=1, stopping=stopping,
+            kernel_oom=lambda cid: None,  # the kernel's log unreadable: the engine alone
+        )  # fmt: skip
 
     assert end(LateOom(event=True)).oom_killed
     plain = LateOom(event=False)
@@ -101,3 +102,27 @@ def test_a_sigkill_waits_for_the_engines_oom_event_that_trails_the_exit():
     ours_stop = LateOom(event=True)
     assert not end(ours_stop, stopping=ours).oom_killed and not ours_stop.asked  # our own stop's SIGKILL: no wait
     assert not maybe_oom(Exit(code=1), stopping=None) and maybe_oom(Exit(code=137), stopping=None)
+
+
+def test_a_sigkill_the_kernel_logged_as_an_oom_kill_is_oom_without_waiting_for_the_engine():
+    def end(runner, kernel, stopping=None):
+        return wait_for_exit(
+            runner, "c", closing=threading.Event(), log=logging.getLogger("t"), attempt_id=1, stopping=stopping,
+            kernel_oom=kernel,
+        )  # fmt: skip
+
+    engine_silent = LateOom(event=False)
+    assert end(engine_silent, lambda cid: cid == "c").oom_killed and not engine_silent.asked
+    not_in_log = LateOom(event=True)
+    assert end(not_in_log, lambda cid: False).oom_killed and not_in_log.asked  # the kernel's summary is rate-limited
+
+    def unreadable(cid):
+        raise PermissionError(cid)
+
+    broken = LateOom(event=False)
+    assert not end(broken, unreadable).oom_killed and broken.asked
+    ours = threading.Event()
+    ours.set()
+    asked = []
+    assert not end(LateOom(event=True), lambda cid: asked.append(cid) or True, stopping=ours).oom_killed
+    assert asked == []  # our own stop's SIGKILL: nobody is asked
