@@ -153,6 +153,16 @@ class Agent(Proc):
         self.state_dir = state_dir
 
 
+# The ticks at their shipped defaults (workflows/conf.py, services/conf.py, agents/conf.py), for the tests of them.
+FEATURE_TICKS = {
+    "EULER_SCHEDULE_TICK": "1",
+    "EULER_WEBHOOK_DISPATCH_TICK": "2",
+    "EULER_SERVICE_TICK": "2",
+    "EULER_AGENT_HEALTH_TICK": "2",
+}
+SLOW_FEATURE_TICKS = dict.fromkeys(FEATURE_TICKS, "60")
+
+
 class Platform:
     def __init__(
         self, tmp_dir: Path, *, env: dict | None = None, worker_concurrency: int = 2, topology: str = "full"
@@ -190,6 +200,10 @@ class Platform:
             PYTHONUNBUFFERED="1",
             # Test jobs write next to nothing: a CI runner with less than the 10 GiB default free still places them.
             EULER_JOB_DEFAULT_DISK_BYTES=str(256 << 20),
+            # The feature ticks that a test of jobs never needs, slow: at their defaults (1-2 s) an idle platform's
+            # worker ran ~3 tasks a second for schedules, webhooks, services and agents' health checks, about
+            # 40 CPU-s of a suite on 2 cores. A test of the feature sets its tick (FEATURE_TICKS).
+            **SLOW_FEATURE_TICKS,
         )
         env.pop("DATABASE_URL_FILE", None)
         env.pop("REDIS_URL_FILE", None)

@@ -21,11 +21,13 @@ import httpx
 import pytest
 
 from nodeagent import protocol
+from tests.e2e.harness import FEATURE_TICKS
 from tests.e2e.test_jobs import Euler
 
 pytestmark = [pytest.mark.e2e]
 
 ENV = {
+    **FEATURE_TICKS,  # the webhooks' dispatch
     "EULER_NODE_OFFLINE_AFTER": "600",  # the hand-driven node sends a heartbeat only when the test says so
     "EULER_SCHEDULER_INTERVAL": "1",
     "EULER_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e.harness import free_port, web_command
-from tests.e2e.test_jobs import euler  # noqa: F401 - the fixture
+from tests.e2e.harness import FEATURE_TICKS, free_port, web_command
+from tests.e2e.test_jobs import FAST, Euler
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -23,6 +23,13 @@ SERVE = (
     f"cat > /tmp/www/cgi-bin/sse <<'EOF'\n{SSE}EOF\n"
     f"chmod +x /tmp/www/cgi-bin/sse && exec httpd -f -p {PORT} -h /tmp/www"
 )
+
+
+@pytest.fixture
+def euler(platform_factory, project, docker_engine):
+    e = Euler(platform_factory(env={**FAST, **FEATURE_TICKS}), project)  # the worker's health checks
+    yield e
+    e.cleanup()
 
 
 def _answers(url: str) -> bool:
@@ -39,7 +46,7 @@ def _instance(project, attempt_id: int):
     return AgentInstance.objects.create(agent=agent, base_url=f"euler-node://{attempt_id}:{PORT}")
 
 
-def test_a_replica_behind_its_nodes_tunnel_serves_through_the_gateway_of_either_web_process(euler):  # noqa: F811
+def test_a_replica_behind_its_nodes_tunnel_serves_through_the_gateway_of_either_web_process(euler):
     platform = euler.platform
     port2 = free_port()
     platform.spawn("web2", web_command(port2))

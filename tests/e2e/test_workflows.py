@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.e2e.harness import PY
+from tests.e2e.harness import FEATURE_TICKS, PY
 from tests.e2e.test_jobs import FAST, Euler
 
 pytestmark = [pytest.mark.e2e]
@@ -51,7 +51,7 @@ def test_two_beats_submit_one_job_per_tick_of_a_schedule(platform_factory, proje
     from workflows.models import ScheduleRun
 
     minutes = MINUTES
-    platform = platform_factory(env={"EULER_SCHEDULE_TICK": "1"})
+    platform = platform_factory(env=FEATURE_TICKS)
     # the second beat, with its own schedule file: both send every tick task
     platform.spawn("beat2", [PY, "-m", "celery", "-A", "euler", "beat", "-l", "info",
                              "-s", str(platform.tmp / "data" / "celerybeat-schedule-2")])  # fmt: skip
@@ -95,7 +95,7 @@ def test_real_workers_deliver_signed_events_on_the_webhooks_queue(platform_facto
     from workflows import signing
 
     platform = platform_factory(
-        env={"EULER_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8", "EULER_WEBHOOK_RETRY_BACKOFF": "1"}
+        env={**FEATURE_TICKS, "EULER_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8", "EULER_WEBHOOK_RETRY_BACKOFF": "1"}
     )
     euler = Euler(platform, project)
     with Receiver(answers=[500]) as receiver:
