@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from jobs.scheduling import terms as lender_terms
 
@@ -30,6 +30,7 @@ class Running:
     job_id: int
     node_id: int
     grace: int  # the stop grace it will get (the job's, within EULER_MAX_STOP_GRACE)
+    ends_by: datetime | None = None  # when its timeout ends it (its start, or now if not started, plus its timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,10 @@ def due_stops(
     now: datetime, nodes_terms: dict[int, dict], attempts: Iterable[Running], *, interval: float
 ) -> list[Due]:
     """The attempts to stop now: their node's window closes within their grace plus the pass's `interval`, or is
-    closed (terms that cannot be read count as closed, as the scheduler reads them). A node with no windows (or
-    not in `nodes_terms`) never stops anything. Pure."""
+    closed (terms that cannot be read count as closed, as the scheduler reads them). An attempt whose timeout ends
+    it by the close is left to end: the scheduler placed it because it does (fits_window), and stopping it would
+    requeue it to be placed and stopped again until the close. A node with no windows (or not in `nodes_terms`)
+    never stops anything. Pure."""
     reads = {node_id: lender_terms.read(terms, now=now) for node_id, terms in nodes_terms.items()}
     due = []
     for a in attempts:
@@ -55,6 +58,8 @@ def due_stops(
         if not read.open:
             due.append(Due(a.attempt_id, a.job_id, a.node_id, None))
         elif read.left is not None and read.left <= a.grace + interval:
+            if a.ends_by is not None and (a.ends_by - now).total_seconds() <= read.left:
+                continue
             due.append(Due(a.attempt_id, a.job_id, a.node_id, read.left))
     return due
 
@@ -87,13 +92,14 @@ def stop_due(*, now: datetime | None = None) -> int:
     if not nodes:
         return 0
     rows = Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, stop_reason="", node_id__in=list(nodes)).values_list(
-        "pk", "job_id", "node_id", "node_name", "job__stop_grace_seconds"
+        "pk", "job_id", "node_id", "node_name", "job__stop_grace_seconds", "started_at", "job__timeout_seconds"
     )
     names, running = {}, []
-    for attempt_id, job_id, node_id, node_name, job_grace in rows:
+    for attempt_id, job_id, node_id, node_name, job_grace, started_at, timeout in rows:
         names[attempt_id] = node_name
         grace = stopping.clamp_grace(None, job_grace=job_grace)
-        running.append(Running(attempt_id, job_id, node_id, grace))
+        ends_by = (started_at or now) + timedelta(seconds=timeout)
+        running.append(Running(attempt_id, job_id, node_id, grace, ends_by))
     asked = 0
     for due in due_stops(now, nodes, running, interval=settings.EULER_WINDOW_CHECK_INTERVAL):
         with transaction.atomic():

@@ -61,6 +61,19 @@ def test_an_attempt_is_due_its_grace_and_one_period_before_its_windows_close():
     assert windows.due_stops(MONDAY_NOON, terms, [long_grace], interval=10) == [Due(11, 101, 1, 60.0)]
 
 
+def test_an_attempt_its_timeout_ends_by_the_close_is_left_to_end_and_one_past_it_is_not():
+    # The scheduler placed a 10 s job with 30 s left (fits_window): the window pass, due at grace 30 + 1 s, must not
+    # stop it and requeue it to be placed and stopped again (an e2e run looped so until the close).
+    terms = {1: _closing_at("12:01")}
+    now = MONDAY_NOON + timedelta(seconds=30)  # 30 s left
+    short = Running(attempt_id=10, job_id=100, node_id=1, grace=30, ends_by=now + timedelta(seconds=10))
+    at_close = Running(attempt_id=11, job_id=101, node_id=1, grace=30, ends_by=now + timedelta(seconds=30))
+    past = Running(attempt_id=12, job_id=102, node_id=1, grace=30, ends_by=now + timedelta(seconds=31))
+    assert windows.due_stops(now, terms, [short, at_close, past], interval=1) == [Due(12, 102, 1, 30.0)]
+    closed = MONDAY_NOON + timedelta(seconds=61)
+    assert windows.due_stops(closed, terms, [short], interval=1) == [Due(10, 100, 1, None)]  # closed: at once
+
+
 def test_an_attempt_on_a_closed_node_is_due_at_once_and_nodes_without_windows_never():
     terms = {1: _closing_at("11:00"), 2: {"timezone": "UTC", "windows": [], "max_cpu_milli": 100}}
     on_closed = Running(attempt_id=10, job_id=100, node_id=1, grace=30)
