@@ -34,20 +34,20 @@ up: $(STAMP) $(CLIENT_STAMP)
 
 # The whole suite on TEST_WORKERS pytest-xdist workers, each with its own database, Redis database number
 # (REDIS_URL's plus the worker's index), data dir and ports (config/settings_test.py, tests/ports.py). More workers
-# than cores: the end-to-end tests partly wait on their subprocesses. On 2 cores the suite is CPU-bound on 3 or 4
-# (4 as fast or faster run to run: 10:00-10:02), but two of the three full runs on 4 lost an OOM kill the engine did
-# not flag (tests/nodeagent/test_docker_runner.py; open, BENCHMARKS.md run 36): 3 until the agent reads the cgroup.
+# than cores: the end-to-end tests partly wait on their subprocesses; on 2 cores the suite is CPU-bound on 3 or 4,
+# and 4 was as fast or faster run to run (BENCHMARKS.md "The suite on pytest-xdist workers"). Bytecode is cached
+# whatever the environment says: every platform process of the e2e tests imports the project.
 # Tests that share something machine-wide are put in one xdist_group each (tests/conftest.py), which --dist
 # loadgroup runs on a single worker.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: $(DEV_STAMP) $(CLIENT_STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations 40 $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations 40 $(PYTEST_ARGS)
 
 # The end-to-end folder FLAKY_ROUNDS times over (pytest-repeat), on the same workers as `make test`: a test that
 # fails once in these rounds is a bug to find, never a retry to add.
 FLAKY_ROUNDS ?= 10
 test-flaky: $(DEV_STAMP) $(CLIENT_STAMP)
-	$(PY) -m pytest tests/e2e --count $(FLAKY_ROUNDS) -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest tests/e2e --count $(FLAKY_ROUNDS) -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The shipped compose stack built offline and driven end to end through its TLS front (docs/deploy.md);
 # needs root, Docker, docker-compose and mmdebstrap. Prints the figures BENCHMARKS.md quotes.
