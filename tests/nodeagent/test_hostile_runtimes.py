@@ -5,6 +5,8 @@ asserted, never how long it took. Where gVisor differs on purpose, the test says
 
 from __future__ import annotations
 
+import os
+
 import docker
 import pytest
 
@@ -33,7 +35,8 @@ class Offered:
 
 def offered_on_engine() -> dict[str, protocol.RuntimeInfo]:
     if not _OFFERED:
-        probe = RuntimeProbe(docker.from_env(), RuntimePolicy(), owner="test-hostile-runtimes")
+        # A label of its own per xdist worker: the probe reaps its leftovers by it
+        probe = RuntimeProbe(docker.from_env(), RuntimePolicy(), owner=f"test-hostile-{os.getpid()}")
         _OFFERED.update({r.name: r for r in probe.refresh()})
     return _OFFERED
 

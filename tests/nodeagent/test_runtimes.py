@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import uuid
 
 import docker
 import pytest
@@ -126,7 +127,10 @@ def _engine_runtimes() -> dict:
 
 @pytest.mark.docker
 def test_the_probe_against_the_real_engine_offers_runc_and_a_registered_runsc(docker_engine):
-    probe = RuntimeProbe(docker.from_env(), RuntimePolicy(), owner="test-runtimes")
+    # An owner of its own: the probe reaps, and this test counts, containers by the owner's label, and the other
+    # probe test may run at the same moment on another xdist worker (run 40 counted its probe in flight).
+    owner = f"test-runtimes-{uuid.uuid4().hex[:8]}"
+    probe = RuntimeProbe(docker.from_env(), RuntimePolicy(), owner=owner)
     offered = {r.name: r for r in probe.refresh()}
     assert offered["runc"].networks == ["none", "default"] and not offered["runc"].sandbox
     if "runsc" not in _engine_runtimes() or shutil.which("runsc") is None:
@@ -135,12 +139,14 @@ def test_the_probe_against_the_real_engine_offers_runc_and_a_registered_runsc(do
     # The engine's runsc entry is --network=none (scripts/register-runsc.sh): network "none" jobs only.
     assert offered["runsc"].networks == ["none"]
     left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=euler.runtime-probe=test-runtimes"], capture_output=True, text=True
+        ["docker", "ps", "-aq", "--filter", f"label=euler.runtime-probe={owner}"], capture_output=True, text=True
     )
     assert left.stdout.strip() == ""  # every probe container is removed
 
 
 @pytest.mark.docker
 def test_the_lender_can_keep_runsc_from_being_offered(docker_engine):
-    probe = RuntimeProbe(docker.from_env(), RuntimePolicy(offer=("runc",)), owner="test-runtimes")
+    probe = RuntimeProbe(
+        docker.from_env(), RuntimePolicy(offer=("runc",)), owner=f"test-runtimes-{uuid.uuid4().hex[:8]}"
+    )
     assert [r.name for r in probe.refresh()] == ["runc"]
