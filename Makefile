@@ -36,18 +36,20 @@ up: $(STAMP) $(CLIENT_STAMP)
 # (REDIS_URL's plus the worker's index), data dir and ports (config/settings_test.py, tests/ports.py). More workers
 # than cores: the end-to-end tests partly wait on their subprocesses; on 2 cores the suite is CPU-bound on 3 or 4,
 # and 4 was as fast or faster run to run (BENCHMARKS.md "The suite on pytest-xdist workers"). Bytecode is cached
-# whatever the environment says: every platform process of the e2e tests imports the project.
+# whatever the environment says (PYTEST): every process the tests start (e2e web, workers, agents, `euler`,
+# `manage.py`) imports the project: compiled afresh in each, ~0.37 CPU-s more per e2e platform's boot.
 # Tests that share something machine-wide are put in one xdist_group each (tests/conftest.py), which --dist
 # loadgroup runs on a single worker.
 TEST_WORKERS ?= 4
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: $(DEV_STAMP) $(CLIENT_STAMP)
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations 40 $(PYTEST_ARGS)
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --durations 40 $(PYTEST_ARGS)
 
 # The end-to-end folder FLAKY_ROUNDS times over (pytest-repeat), on the same workers as `make test`: a test that
 # fails once in these rounds is a bug to find, never a retry to add.
 FLAKY_ROUNDS ?= 10
 test-flaky: $(DEV_STAMP) $(CLIENT_STAMP)
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest tests/e2e --count $(FLAKY_ROUNDS) -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PYTEST) tests/e2e --count $(FLAKY_ROUNDS) -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The shipped compose stack built offline and driven end to end through its TLS front (docs/deploy.md);
 # needs root, Docker, docker-compose and mmdebstrap. Prints the figures BENCHMARKS.md quotes.

@@ -44,9 +44,12 @@ from pathlib import Path
 
 import httpx
 
+from agents import conf as agents_conf
 from config.up import worker_commands
 from nodeagent.protocol_base import SERVER_KEEPALIVE_SECONDS
+from services import conf as services_conf
 from tests.ports import free_port  # noqa: F401 - the tests import it from here too
+from workflows import conf as workflows_conf
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -153,12 +156,12 @@ class Agent(Proc):
         self.state_dir = state_dir
 
 
-# The ticks at their shipped defaults (workflows/conf.py, services/conf.py, agents/conf.py), for the tests of them.
+# The ticks as the settings have them (their shipped defaults), for the tests of those features.
 FEATURE_TICKS = {
-    "EULER_SCHEDULE_TICK": "1",
-    "EULER_WEBHOOK_DISPATCH_TICK": "2",
-    "EULER_SERVICE_TICK": "2",
-    "EULER_AGENT_HEALTH_TICK": "2",
+    "EULER_SCHEDULE_TICK": str(workflows_conf.EULER_SCHEDULE_TICK),
+    "EULER_WEBHOOK_DISPATCH_TICK": str(workflows_conf.EULER_WEBHOOK_DISPATCH_TICK),
+    "EULER_SERVICE_TICK": str(services_conf.EULER_SERVICE_TICK),
+    "EULER_AGENT_HEALTH_TICK": str(agents_conf.EULER_AGENT_HEALTH_TICK),
 }
 SLOW_FEATURE_TICKS = dict.fromkeys(FEATURE_TICKS, "60")
 
@@ -205,9 +208,6 @@ class Platform:
             # 40 CPU-s of a suite on 2 cores. A test of the feature sets its tick (FEATURE_TICKS).
             **SLOW_FEATURE_TICKS,
         )
-        # Each platform process imports the project: compiled once and cached, not compiled again in every process
-        # (a machine whose environment sets PYTHONDONTWRITEBYTECODE paid ~0.35 CPU-s per web or worker boot).
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.pop("DATABASE_URL_FILE", None)
         env.pop("REDIS_URL_FILE", None)
         env.update(self.extra_env)
