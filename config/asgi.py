@@ -7,7 +7,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-django_asgi = ASGIStaticFilesHandler(get_asgi_application())
+from euler.synchandler import route_sync_views  # noqa: E402
+
+# Requests to sync views run whole on one thread (see euler/synchandler.py); async views on Django's handler.
+django_asgi = ASGIStaticFilesHandler(route_sync_views(get_asgi_application()))
 
 from django.conf import settings  # noqa: E402
 

@@ -46,6 +46,9 @@ EULER_WEB_SWITCH_INTERVAL = env_float("EULER_WEB_SWITCH_INTERVAL", 0.0, minimum=
 # looks at a full collection (Python's default 10; 0 keeps it). A full collection walks every object, and with
 # 10,000 held long-polls that paused the event loop for 0.2–1 s every 5–25 s (euler_gc_pause_seconds).
 EULER_WEB_GC_FULL_AFTER = env_int("EULER_WEB_GC_FULL_AFTER", 10_000, minimum=0)
+# Threads (per web process) that run requests to sync views (the REST API, the console, the admin), each request
+# whole on one of them (euler/synchandler.py): at most this many such requests are served at once.
+EULER_WEB_SYNC_THREADS = env_int("EULER_WEB_SYNC_THREADS", 16, minimum=1, maximum=256)
 # Enrollment tokens: default and maximum lifetime in seconds.
 EULER_ENROLLMENT_TOKEN_TTL = env_int("EULER_ENROLLMENT_TOKEN_TTL", 3600, minimum=60, maximum=7 * 86400)
 EULER_ENROLLMENT_TOKEN_MAX_TTL = 7 * 86400

@@ -5,7 +5,8 @@ its state is another one, or when `?timeout=` seconds pass first; without `state
 It waits on the job's own state broadcast (the group `jobs.{id}` that the log websocket follows), not by reading the
 job again and again: a client following a job costs the web process one read when the job moves, not one per poll.
 
-A plain async Django view (a DRF view is sync and would hold a thread for the whole wait).
+A plain async Django view (a DRF view is sync and would hold a thread for the whole wait); its database reads run on
+the sync views' threads (euler.synchandler.run_sync), which keep their connections.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from euler.errors import EulerError, InvalidInput, NotFound, error_response
+from euler.synchandler import run_sync
 from jobs.logs_api import project_for_request
 from jobs.states import TERMINAL, JobState
 from quotas.access import declare, member
@@ -65,6 +66,11 @@ def _state(project, job_id: int) -> str:
     return found
 
 
+def _project_and_state(request, job_id: int):
+    project = project_for_request(request)
+    return project, _state(project, job_id)
+
+
 def _body(project, job_id: int) -> bytes:
     from rest_framework.renderers import JSONRenderer
 
@@ -74,7 +80,7 @@ def _body(project, job_id: int) -> bytes:
     return JSONRenderer().render(JobDetailSerializer(selectors.job_get(project=project, job_id=job_id)).data)
 
 
-async def _until_moved(project, job_id: int, wait: Wait) -> bool:
+async def _until_moved(request, project, job_id: int, wait: Wait) -> bool:
     """Wait on the job's broadcasts until it moves as `wait` asks or the timeout passes; True when it moved."""
     from channels.layers import get_channel_layer
 
@@ -82,7 +88,7 @@ async def _until_moved(project, job_id: int, wait: Wait) -> bool:
 
     layer = get_channel_layer()
     if layer is None:
-        return moved(await sync_to_async(_state)(project, job_id), wait)
+        return moved(await run_sync(request, _state, project, job_id), wait)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait.timeout
     # The default prefix: channels_redis reads every process-specific channel of a process through one shared
@@ -91,7 +97,7 @@ async def _until_moved(project, job_id: int, wait: Wait) -> bool:
     group = group_name(job_id)
     await layer.group_add(group, channel)  # before the read: no move falls between the two
     try:
-        if moved(await sync_to_async(_state)(project, job_id), wait):
+        if moved(await run_sync(request, _state, project, job_id), wait):
             return True
         while (left := deadline - loop.time()) > 0:
             try:
@@ -110,11 +116,10 @@ async def _until_moved(project, job_id: int, wait: Wait) -> bool:
 async def job_wait(request: HttpRequest, job_id: int):
     try:
         wait = parse_wait(request.GET)
-        project = await sync_to_async(project_for_request)(request)
-        state = await sync_to_async(_state)(project, job_id)
+        project, state = await run_sync(request, _project_and_state, request, job_id)
     except EulerError as exc:
         return error_response(exc)
-    done = moved(state, wait) or (wait.timeout > 0 and await _until_moved(project, job_id, wait))
-    body = await sync_to_async(_body)(project, job_id)
+    done = moved(state, wait) or (wait.timeout > 0 and await _until_moved(request, project, job_id, wait))
+    body = await run_sync(request, _body, project, job_id)
     headers = {"Cache-Control": "no-store", "X-Euler-Wait": "moved" if done else "timeout"}
     return HttpResponse(body, content_type="application/json", headers=headers)

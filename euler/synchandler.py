@@ -1,0 +1,135 @@
+"""Sync views in one thread hop: the console, the REST API and the admin under uvicorn, as WSGI would run them.
+
+Django's ASGI handler runs a request to a sync view in async mode: each sync-style middleware hook
+(process_request, process_response: ten middleware here) is its own sync_to_async call, the request signals two
+more, and all of them inside a ThreadSensitiveContext that starts a thread of its own for the request, so that
+every request opens a fresh database connection in a fresh thread. For `POST /api/v1/jobs` that was more than
+half of what the web process spent on it (bench/api_costs.py, BENCHMARKS.md "The start path").
+
+`route_sync_views(app)` hands a request whose view is a plain function or class (resolved against ROOT_URLCONF,
+as Django will resolve it) to SyncViewHandler: the body is read on the event loop, then one call on a small pool
+of long-lived threads (EXECUTOR) runs what WSGI runs for it, in order and on one thread: the request_started
+signal, the middleware chain loaded in sync mode, the view, and (for a response that is not streamed) its close,
+which sends request_finished and so closes that thread's database connection with the request. The response is
+sent from the event loop. An async view (the blocking reads, the gateway) and a path no URL matches that an
+async view might answer go to Django's own handler, `app`.
+
+sync_to_async with an executor (not thread-sensitive) keeps asgiref's context: code in the view that calls
+async_to_sync (the channel layer's group_send in on-commit hooks) runs its coroutine on the server's event loop
+as before.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.wsgi import WSGIRequest
+from django.db import connections
+from django.urls import Resolver404, resolve, set_script_prefix
+
+# Threads for sync views, created as needed and kept: a view waits for the database (or a lock) while holding one.
+EXECUTOR = ThreadPoolExecutor(max_workers=settings.EULER_WEB_SYNC_THREADS, thread_name_prefix="euler-web-sync")
+
+
+class SyncViewHandler(ASGIHandler):
+    """Django's handler with the middleware chain in sync mode, the whole request on one pooled thread."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        super().load_middleware(is_async=False)
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        try:
+            response = await sync_to_async(self._respond, thread_sensitive=False, executor=EXECUTOR)(scope, body_file)
+            if not response.streaming:
+                await self.send_response(response, send)
+                return
+            try:  # a sync iterator is read on a thread of its own while it is sent, as Django's handler reads it
+                async with ThreadSensitiveContext():
+                    await self.send_response(response, send)
+            finally:
+                await sync_to_async(_close, thread_sensitive=False, executor=EXECUTOR)(response)
+        finally:
+            body_file.close()
+
+    def _respond(self, scope, body_file):
+        set_script_prefix(get_script_prefix(scope))
+        keep_connections(check=True)
+        signals.request_started.send(sender=ASGIHandler, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.get_response(request)
+        if not response.streaming:
+            _close(response)
+        return response
+
+
+def _close(response) -> None:
+    keep_connections()
+    response.close()  # request_finished: what Django closes after a request, but this thread's healthy connection
+
+
+def keep_connections(*, check: bool = False) -> None:
+    """This thread's database connections outlive the request (as the node API's pool threads keep theirs,
+    nodes/asyncdb.py): CONN_MAX_AGE is 0 for the web, so that Django's own thread per request strands none, and
+    a connection per request was most of a submit on PostgreSQL. What else Django closes after a request it still
+    closes (close_if_unusable_or_obsolete: one in an error that no longer answers, one left outside autocommit).
+    Not with a connection pool (EULER_DB_POOL): there a connection goes back to the pool after each request, as
+    before. `check` (a request starts): one kept from an earlier request is asked first whether it still answers
+    (a database restart, an idle timeout), as CONN_HEALTH_CHECKS does."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is None or "pool" in conn.settings_dict.get("OPTIONS", {}):
+            continue
+        conn.close_at = None
+        conn.close_if_unusable_or_obsolete()
+        if check and conn.connection is not None and not conn.is_usable():
+            conn.close()
+
+
+def _kept(fn, *args):
+    keep_connections(check=True)
+    try:
+        return fn(*args)
+    finally:
+        keep_connections()
+
+
+async def run_sync(request, fn, *args):
+    """`fn(*args)` for an async view: on a sync-view thread with its kept connection (Django would run it on a
+    thread of the request's own, with a connection of its own); in the caller's thread under WSGI (the test
+    client), as Django runs it."""
+    if isinstance(request, WSGIRequest):
+        return await sync_to_async(fn)(*args)
+    return await sync_to_async(_kept, thread_sensitive=False, executor=EXECUTOR)(fn, *args)
+
+
+def sync_view(scope) -> bool:
+    """Whether the view the request's path resolves to is sync (a 404 too: Django answers it from the sync chain)."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]  # the path Django resolves (ASGIRequest.path_info)
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return True
+    return not iscoroutinefunction(match.func)
+
+
+def route_sync_views(app):
+    """An ASGI app that serves requests to sync views with SyncViewHandler and hands the rest to `app`."""
+    handler = SyncViewHandler()
+
+    async def router(scope, receive, send):
+        if scope["type"] == "http" and sync_view(scope):
+            return await handler(scope, receive, send)
+        return await app(scope, receive, send)
+
+    return router
