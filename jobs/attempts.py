@@ -116,26 +116,44 @@ def _settle_job(job: Job, attempt: Attempt, *, outcome: str, reason: str, exit_c
 
 
 def end_attempt(
-    attempt_id: int, job_id: int, *, outcome: str, reason: str, exit_code=None, message="", now, **extra
+    attempt_id: int,
+    job_id: int,
+    *,
+    outcome: str,
+    reason: str,
+    exit_code=None,
+    message="",
+    now,
+    locked: Attempt | None = None,
+    **extra,
 ) -> bool:
     """End an active attempt (conditional UPDATE) and settle its job; False when it had already ended. A stop asked
-    of it (jobs/stopping.py) decides how it ends, whoever ends it."""
-    job = transitions.lock(job_id)
-    row = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).values(*stopping.STOP_FIELDS).first()
+    of it (jobs/stopping.py) decides how it ends, whoever ends it. `locked`: the attempt, its job loaded, both rows
+    already locked in this transaction (jobs.fencing.attempt_for with Lock.JOB): they are not read again."""
+    if locked is not None:
+        job = locked.job
+        row = {f: getattr(locked, f) for f in stopping.STOP_FIELDS} if locked.state in ATTEMPT_ACTIVE else None
+    else:
+        job = transitions.lock(job_id)
+        row = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).values(*stopping.STOP_FIELDS).first()
     if row is None or job is None:
         return False
     stop = stopping.stop_of(row)
     outcome, reason = stopping.ending(stop=stop, outcome=outcome, reason=reason)
     if stop is not None:
         extra.pop("stop_reason", None)  # the first stop asked stays the one recorded
-    updated = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).update(
-        state=outcome, reason=reason, exit_code=exit_code, message=message[:2000], ended_at=now, **extra
-    )
+    ending = dict(state=outcome, reason=reason, exit_code=exit_code, message=message[:2000], ended_at=now, **extra)
+    updated = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).update(**ending)
     if updated != 1 or job is None:
         return False
     usage.meter(attempt_id=attempt_id, until=now)
     signals.attempt_ended.send(sender=Attempt, attempt_id=attempt_id, now=now)  # the lenders' ledger
-    attempt = Attempt.objects.get(pk=attempt_id)
+    if locked is not None:
+        attempt = locked
+        for field, value in ending.items():  # the row as the UPDATE left it (it is locked: nobody else wrote it)
+            setattr(attempt, field, value)
+    else:
+        attempt = Attempt.objects.get(pk=attempt_id)
     _settle_job(job, attempt, outcome=outcome, reason=reason, exit_code=exit_code, now=now)
     schedule_on_commit()  # its resources are free
     return True
@@ -181,6 +199,7 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
         exit_code=report.exit_code,
         message=report.message,
         now=now,
+        locked=attempt,
         **extra,
     )
     return protocol.ReportReply(accepted=True, stop=False)

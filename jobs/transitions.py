@@ -329,6 +329,8 @@ def ended(jobs: list[Job], *, now: datetime) -> None:
         for array in JobArray.objects.select_for_update().filter(pk__in=array_ids).order_by("pk"):
             admit(array, now=now)
         never, ready = deps.settle(job_ids=job_ids, array_ids=array_ids)
+        if not never and not ready:
+            return  # nothing waited on them (the common case): no cancellations, no releases
         jobs = []
         never_jobs = [i for kind, i in never if kind == "job"]
         never_arrays = [i for kind, i in never if kind == "array"]
