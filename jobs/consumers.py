@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from jobs.broadcast import group_name
 from jobs.logs_api import chunks_after, log_target
 from jobs.models import Attempt, Job
 from jobs.states import TERMINAL
@@ -89,7 +90,7 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
         self.attempt_id, self.attempt_number = target.attempt_id, target.attempt_number
         self.last_seq = self._after_seq()
         self.ended = False
-        self.group = f"jobs.{self.job_id}"
+        self.group = group_name(self.job_id)
         await self.channel_layer.group_add(self.group, self.channel_name)  # before the backlog: nothing falls between
         await self.accept()
         self.watcher = asyncio.ensure_future(self._watch_credential())

@@ -1,119 +1,23 @@
-"""The only code that changes a job's state: checks the table, writes a JobEvent, broadcasts after commit.
+"""The only code that changes a job's state: checks the table, writes a JobEvent, broadcasts after commit
+(jobs/broadcast.py).
 
 Callers hold the job row locked (`lock(job_id)` or the scheduler's SKIP LOCKED select) inside a transaction.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import weakref
 from datetime import datetime
 
-from asgiref.sync import async_to_sync
 from django.db import connection, transaction
 from django.utils import timezone
 
 from euler.errors import Conflict
+from jobs import broadcast
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, IN_SLOT, TERMINAL, JobState, allowed
 
 log = logging.getLogger(__name__)
-
-
-Move = tuple[int, str, str]  # (job id, its new state, the node of its attempt when assigned or running, else "")
-
-
-def group_name(job_id: int) -> str:
-    return f"jobs.{job_id}"
-
-
-async def _listened(layer, moves: list[Move]) -> list[Move]:
-    """Only the moves whose job group has members: one pipelined ZCARD per Redis shard instead of a
-    group_send per job (most jobs have nobody watching). Layers without these hooks get every move."""
-    key_of = getattr(layer, "_group_key", None)
-    shard_of = getattr(layer, "consistent_hash", None)
-    conn_of = getattr(layer, "connection", None)
-    if not (key_of and shard_of and conn_of) or len(moves) < 4:
-        return moves
-    by_shard: dict[int, list[Move]] = {}
-    for move in moves:
-        by_shard.setdefault(shard_of(group_name(move[0])), []).append(move)
-    kept = []
-    for shard, items in by_shard.items():
-        pipe = conn_of(shard).pipeline(transaction=False)
-        for job_id, *_ in items:
-            pipe.zcard(key_of(group_name(job_id)))
-        counts = await pipe.execute()
-        kept.extend(move for move, n in zip(items, counts, strict=True) if n)
-    return kept
-
-
-def _message(state: str, node: str) -> dict:
-    """The group message of a move; `node`: where an assigned or running job is (clients need not read the job)."""
-    message = {"type": "job.state", "state": state, "terminal": state in TERMINAL}
-    if node:
-        message["node"] = node
-    return message
-
-
-async def _send_all(layer, moves: list[Move]) -> None:
-    moves = await _listened(layer, moves)
-    # A few at a time: a batch of a thousand at once would exhaust the channel layer's connection pool.
-    for start in range(0, len(moves), 32):
-        await asyncio.gather(
-            *(
-                layer.group_send(group_name(job_id), _message(state, node))
-                for job_id, state, node in moves[start : start + 32]
-            )
-        )
-
-
-def _send(moves: list[Move]) -> None:
-    from channels.layers import get_channel_layer
-
-    try:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        loop = _serving_loop()
-        if loop is not None:
-            # In a web process: sent from its event loop, in order, while the request (a node's report, a cancel)
-            # is answered; the node's next report no longer waits for the watchers to be told.
-            loop.call_soon_threadsafe(_queue_send, loop, layer, moves)
-        else:
-            async_to_sync(_send_all)(layer, moves)
-    except Exception as exc:  # noqa: BLE001 - a missed broadcast must not undo a committed transition
-        log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
-
-
-def _serving_loop() -> asyncio.AbstractEventLoop | None:
-    """The running event loop whose SyncToAsync called this thread (asgiref's own record), else None."""
-    from asgiref.sync import SyncToAsync
-
-    local = SyncToAsync.threadlocal
-    loop = getattr(local, "main_event_loop", None)
-    if loop is None or getattr(local, "main_event_loop_pid", None) != os.getpid() or not loop.is_running():
-        return None
-    return loop
-
-
-_last_send: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its latest queued send
-
-
-def _queue_send(loop: asyncio.AbstractEventLoop, layer, moves: list[Move]) -> None:
-    """On the loop: a send that starts once the one queued before it ended (a job's moves arrive in order)."""
-    _last_send[loop] = loop.create_task(_send_after(_last_send.get(loop), layer, moves))
-
-
-async def _send_after(previous: asyncio.Task | None, layer, moves: list[Move]) -> None:
-    if previous is not None:
-        await asyncio.wait([previous])
-    try:
-        await _send_all(layer, moves)
-    except Exception as exc:  # noqa: BLE001 - as in _send
-        log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
 
 
 def events_written_on_commit() -> None:
@@ -128,10 +32,6 @@ def _events_written() -> None:
         events_written.send(sender=JobEvent)
     except Exception as exc:  # noqa: BLE001 - a listener's failure never fails the write that committed
         log.warning("events_written listener failed: %s", type(exc).__name__)
-
-
-def broadcast_on_commit(job_id: int, state: str, node: str = "") -> None:
-    transaction.on_commit(lambda: _send([(job_id, state, node)]))
 
 
 def lock(job_id: int, *, project=None) -> Job | None:
@@ -179,7 +79,7 @@ def move(
     )
     events_written_on_commit()
     at = attempt.node_name if attempt is not None and to in (JobState.ASSIGNED, JobState.RUNNING) else ""
-    broadcast_on_commit(job.pk, to, at or "")
+    broadcast.on_commit([(job.pk, to, at or "")])
     if to in TERMINAL:
         ended([job], now=now)
     return job
@@ -217,7 +117,7 @@ def assign_many(jobs: list[Job], attempts: list[Attempt], *, now: datetime) -> N
     JobEvent.objects.bulk_create(events)
     events_written_on_commit()
     moves = [(job.pk, JobState.ASSIGNED, attempt.node_name or "") for job, attempt in zip(jobs, attempts, strict=True)]
-    transaction.on_commit(lambda: _send(moves))
+    broadcast.on_commit(moves)
 
 
 # Arrays and dependencies (jobs.workflow decides, jobs.deps reads). Lock order: job rows, then array rows.
@@ -238,7 +138,7 @@ def release_many(ids: list[int], *, now: datetime, why: str = "released", note: 
     if moved:
         events_written_on_commit()
     moves = [(i, JobState.QUEUED) for i in moved]
-    transaction.on_commit(lambda: _send(moves))
+    broadcast.on_commit(moves)
     if moved:
         from jobs.wakeups import schedule_on_commit
 
@@ -286,7 +186,7 @@ def _cancel_rows(jobs: list[Job], *, why: str, note: str, now: datetime) -> list
             attempts.filter(pk__in=ids).update(stop_reason="cancelled", stop_grace=grace, stop_by=why[:150])
         transaction.on_commit(lambda: wake_nodes(nodes))
     moves = [(job.pk, JobState.CANCELLED) for job in jobs]
-    transaction.on_commit(lambda: _send(moves))
+    broadcast.on_commit(moves)
     return jobs
 
 

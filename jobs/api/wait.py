@@ -84,7 +84,7 @@ async def _until_moved(request, project, job_id: int, wait: Wait) -> bool:
     """Wait on the job's broadcasts until it moves as `wait` asks or the timeout passes; True when it moved."""
     from channels.layers import get_channel_layer
 
-    from jobs.transitions import group_name
+    from jobs.broadcast import group_name
 
     layer = get_channel_layer()
     if layer is None:

@@ -15,6 +15,7 @@ from euler import metrics
 from euler.env import env_int
 from euler.errors import EulerError, InvalidInput
 from jobs import fencing
+from jobs.broadcast import group_name
 from jobs.models import Attempt, LogChunk
 from nodeagent import protocol
 from nodes.node_api.base import NodeAPIView
@@ -145,7 +146,7 @@ def _publish(job_id: int, messages: list[dict]) -> None:
         return
     try:
         for m in messages:
-            async_to_sync(layer.group_send)(f"jobs.{job_id}", m)
+            async_to_sync(layer.group_send)(group_name(job_id), m)
     except Exception:  # noqa: BLE001 - live readers catch up from the database; storing must not fail
         log.warning("publishing log chunks of job %s failed", job_id, exc_info=True)
 

@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from jobs import transitions
+from jobs import broadcast
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 async def listen(job_id: int) -> tuple:
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(transitions.group_name(job_id), channel)
+    await layer.group_add(broadcast.group_name(job_id), channel)
     return layer, channel
 
 
@@ -30,7 +30,7 @@ async def test_moves_made_in_a_request_thread_reach_the_watchers_in_their_order(
 
     def request():  # what a report or a cancel does after its commit, on the thread the web process gives it
         for state, node in (("assigned", "n1"), ("running", "n1"), ("succeeded", "")):
-            transitions.broadcast_on_commit(7, state, node)
+            broadcast.on_commit([(7, state, node)])
 
     await sync_to_async(request)()
     got = await received(layer, channel, 3)
@@ -57,7 +57,7 @@ class HeldLayer:
 async def test_the_request_that_made_the_move_does_not_wait_for_the_send(monkeypatch):
     layer = HeldLayer()
     monkeypatch.setattr("channels.layers.get_channel_layer", lambda *args: layer)
-    await asyncio.wait_for(sync_to_async(transitions.broadcast_on_commit)(7, "running"), timeout=10)
+    await asyncio.wait_for(sync_to_async(broadcast.on_commit)([(7, "running", "")]), timeout=10)
     assert layer.sent == []  # answered while the send waits
     layer.go.set()
     await asyncio.wait_for(layer.done.wait(), timeout=10)
@@ -72,5 +72,5 @@ def test_without_an_event_loop_serving_the_thread_the_move_is_sent_before_return
             sent.append((group, message))
 
     monkeypatch.setattr("channels.layers.get_channel_layer", lambda *args: Layer())
-    transitions.broadcast_on_commit(7, "cancelled")  # a Celery task, the admin: async_to_sync, as before
+    broadcast.on_commit([(7, "cancelled", "")])  # a Celery task, the admin: async_to_sync, as before
     assert sent == [("jobs.7", {"type": "job.state", "state": "cancelled", "terminal": True})]

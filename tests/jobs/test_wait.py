@@ -38,7 +38,7 @@ async def joined(job_id: int) -> None:
     """Until a waiter is a member of the job's broadcast group: a move after that can only reach it that way."""
     from channels.layers import get_channel_layer
 
-    from jobs.transitions import group_name
+    from jobs.broadcast import group_name
 
     layer = get_channel_layer()  # the tests' in-memory layer (the e2e tests follow jobs through channels_redis)
     while not layer.groups.get(group_name(job_id)):
@@ -84,7 +84,7 @@ async def test_the_broadcast_alone_wakes_the_wait(api_key, project):
     """No row changes: only the job's state broadcast can end this wait before its 60 s."""
     from channels.layers import get_channel_layer
 
-    from jobs.transitions import group_name
+    from jobs.broadcast import group_name
 
     job = await sync_to_async(make_queued)(project)
     waiting = asyncio.ensure_future(wait(api_key, job.pk, "?state=queued&timeout=60"))

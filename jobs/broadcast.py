@@ -1,0 +1,116 @@
+"""A job's moves told to whoever follows it: the group `jobs.{id}` of the channel layer (the log websocket, the blocking
+read), after the moving transaction commits (jobs/transitions.py is the only caller that moves jobs)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import weakref
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+
+from jobs.states import TERMINAL
+
+log = logging.getLogger(__name__)
+
+
+Move = tuple[int, str, str]  # (job id, its new state, the node of its attempt when assigned or running, else "")
+
+
+def group_name(job_id: int) -> str:
+    return f"jobs.{job_id}"
+
+
+async def _listened(layer, moves: list[Move]) -> list[Move]:
+    """Only the moves whose job group has members: one pipelined ZCARD per Redis shard instead of a
+    group_send per job (most jobs have nobody watching). Layers without these hooks get every move."""
+    key_of = getattr(layer, "_group_key", None)
+    shard_of = getattr(layer, "consistent_hash", None)
+    conn_of = getattr(layer, "connection", None)
+    if not (key_of and shard_of and conn_of) or len(moves) < 4:
+        return moves
+    by_shard: dict[int, list[Move]] = {}
+    for move in moves:
+        by_shard.setdefault(shard_of(group_name(move[0])), []).append(move)
+    kept = []
+    for shard, items in by_shard.items():
+        pipe = conn_of(shard).pipeline(transaction=False)
+        for job_id, *_ in items:
+            pipe.zcard(key_of(group_name(job_id)))
+        counts = await pipe.execute()
+        kept.extend(move for move, n in zip(items, counts, strict=True) if n)
+    return kept
+
+
+def _message(state: str, node: str) -> dict:
+    """The group message of a move; `node`: where an assigned or running job is (clients need not read the job)."""
+    message = {"type": "job.state", "state": state, "terminal": state in TERMINAL}
+    if node:
+        message["node"] = node
+    return message
+
+
+async def _send_all(layer, moves: list[Move]) -> None:
+    moves = await _listened(layer, moves)
+    # A few at a time: a batch of a thousand at once would exhaust the channel layer's connection pool.
+    for start in range(0, len(moves), 32):
+        await asyncio.gather(
+            *(
+                layer.group_send(group_name(job_id), _message(state, node))
+                for job_id, state, node in moves[start : start + 32]
+            )
+        )
+
+
+def send(moves: list[Move]) -> None:
+    """Tell each moved job's watchers (its group) its new state. Never raises."""
+    from channels.layers import get_channel_layer
+
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        loop = _serving_loop()
+        if loop is not None:
+            # In a web process: sent from its event loop, in order, while the request (a node's report, a cancel)
+            # is answered; the node's next report no longer waits for the watchers to be told.
+            loop.call_soon_threadsafe(_queue_send, loop, layer, moves)
+        else:
+            async_to_sync(_send_all)(layer, moves)
+    except Exception as exc:  # noqa: BLE001 - a missed broadcast must not undo a committed transition
+        log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
+
+
+def _serving_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop whose SyncToAsync called this thread (asgiref's own record), else None."""
+    from asgiref.sync import SyncToAsync
+
+    local = SyncToAsync.threadlocal
+    loop = getattr(local, "main_event_loop", None)
+    if loop is None or getattr(local, "main_event_loop_pid", None) != os.getpid() or not loop.is_running():
+        return None
+    return loop
+
+
+_last_send: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its latest queued send
+
+
+def _queue_send(loop: asyncio.AbstractEventLoop, layer, moves: list[Move]) -> None:
+    """On the loop: a send that starts once the one queued before it ended (a job's moves arrive in order)."""
+    _last_send[loop] = loop.create_task(_send_after(_last_send.get(loop), layer, moves))
+
+
+async def _send_after(previous: asyncio.Task | None, layer, moves: list[Move]) -> None:
+    if previous is not None:
+        await asyncio.wait([previous])
+    try:
+        await _send_all(layer, moves)
+    except Exception as exc:  # noqa: BLE001 - as in send
+        log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
+
+
+def on_commit(moves: list[Move]) -> None:
+    """`send(moves)` once the current transaction commits."""
+    transaction.on_commit(lambda: send(moves))
