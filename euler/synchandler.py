@@ -10,9 +10,9 @@ half of what the web process spent on it (bench/api_costs.py, BENCHMARKS.md "The
 as Django will resolve it) to SyncViewHandler: the body is read on the event loop, then one call on a small pool
 of long-lived threads (EXECUTOR) runs what WSGI runs for it, in order and on one thread: the request_started
 signal, the middleware chain loaded in sync mode, the view, and (for a response that is not streamed) its close,
-which sends request_finished and so closes that thread's database connection with the request. The response is
-sent from the event loop. An async view (the blocking reads, the gateway) and a path no URL matches that an
-async view might answer go to Django's own handler, `app`.
+which sends request_finished. These threads keep their database connections between requests (keep_connections).
+The response is sent from the event loop. A request to an async view (the blocking reads, log follows, the
+gateway) goes to Django's own handler, `app`; one that matches no URL gets Django's 404 from the sync chain.
 
 sync_to_async with an executor (not thread-sensitive) keeps asgiref's context: code in the view that calls
 async_to_sync (the channel layer's group_send in on-commit hooks) runs its coroutine on the server's event loop
@@ -78,17 +78,18 @@ def _close(response) -> None:
 
 
 def keep_connections(*, check: bool = False) -> None:
-    """This thread's database connections outlive the request (as the node API's pool threads keep theirs,
-    nodes/asyncdb.py): CONN_MAX_AGE is 0 for the web, so that Django's own thread per request strands none, and
-    a connection per request was most of a submit on PostgreSQL. What else Django closes after a request it still
-    closes (close_if_unusable_or_obsolete: one in an error that no longer answers, one left outside autocommit).
-    Not with a connection pool (EULER_DB_POOL): there a connection goes back to the pool after each request, as
-    before. `check` (a request starts): one kept from an earlier request is asked first whether it still answers
-    (a database restart, an idle timeout), as CONN_HEALTH_CHECKS does."""
+    """This thread's database connections outlive the request: the web's few long-lived threads (these, and the node
+    API's, nodes/asyncdb.py) keep theirs, whatever CONN_MAX_AGE says (0 for the web, so that Django's own thread per
+    request strands none; a connection per request was most of a submit on PostgreSQL). What else Django closes
+    after a request it still closes (close_if_unusable_or_obsolete: one in an error that no longer answers, one left
+    outside autocommit); with a connection pool (EULER_DB_POOL) that includes its age, so the connection goes back
+    to the pool. `check` (a request starts): one kept from an earlier request is asked first whether it still
+    answers (a database restart, an idle timeout), as CONN_HEALTH_CHECKS does."""
     for conn in connections.all(initialized_only=True):
-        if conn.connection is None or "pool" in conn.settings_dict.get("OPTIONS", {}):
+        if conn.connection is None:
             continue
-        conn.close_at = None
+        if "pool" not in conn.settings_dict.get("OPTIONS", {}):
+            conn.close_at = None
         conn.close_if_unusable_or_obsolete()
         if check and conn.connection is not None and not conn.is_usable():
             conn.close()

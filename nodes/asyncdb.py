@@ -16,9 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIRequest
-from django.db import connections
 from django.http import HttpResponse
 from django.template.response import SimpleTemplateResponse
+
+from euler.synchandler import keep_connections
 
 _pools: dict[str, ThreadPoolExecutor] = {}
 
@@ -41,14 +42,7 @@ def beat_pool() -> ThreadPoolExecutor:
 
 
 def _in_pool(fn, *args):
-    # These few threads keep their connections for their lifetime, whatever CONN_MAX_AGE says (it is 0
-    # for the web: request threads must not strand connections); only a broken one is replaced.
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and conn.errors_occurred:
-            if conn.is_usable():
-                conn.errors_occurred = False
-            else:
-                conn.close()
+    keep_connections()  # these few threads keep their connections; only a broken one is replaced
     return fn(*args)
 
 
