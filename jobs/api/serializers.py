@@ -12,7 +12,7 @@ from jobs import deps, validation, workflow
 from jobs.models import Attempt, Dependency, Job, JobArray, JobEvent
 from nodeagent.gpumatch import GIB
 from nodeagent.protocol import WARN_SIGNALS
-from quotas.api.base import StrictSerializer, paginated
+from quotas.api.base import FieldsOnce, StrictSerializer, paginated
 
 
 class Checked(serializers.Field):
@@ -167,7 +167,7 @@ _OPENAPI = {
 }
 
 
-class AttemptSerializer(serializers.ModelSerializer):
+class AttemptSerializer(FieldsOnce, serializers.ModelSerializer):
     node = serializers.CharField(source="node_name")
 
     class Meta:
@@ -179,7 +179,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
-class JobEventSerializer(serializers.ModelSerializer):
+class JobEventSerializer(FieldsOnce, serializers.ModelSerializer):
     attempt = serializers.IntegerField(source="attempt_id", allow_null=True)
 
     class Meta:
@@ -187,7 +187,7 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["from_state", "to_state", "reason", "message", "attempt", "created_at"]
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(FieldsOnce, serializers.ModelSerializer):
     """Env is write-only: the output says only whether the job has one."""
 
     gpus = serializers.SerializerMethodField()
@@ -223,7 +223,7 @@ class PriorityClassSerializer(serializers.Serializer):
     default = serializers.BooleanField(help_text="whether it is this project's default")
 
 
-class DependencySerializer(serializers.ModelSerializer):
+class DependencySerializer(FieldsOnce, serializers.ModelSerializer):
     """What a job or array waits for: one of `job` and `array`, the condition, and its verdict so far."""
 
     job = serializers.IntegerField(source="on_job_id", allow_null=True)
