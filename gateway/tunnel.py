@@ -310,6 +310,9 @@ async def loop_hub():
         yield found
     finally:
         await _stop(found)
+        if layer is not shared:  # its cleaners ended and its connections closed here, not by the loop's close
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(layer.close_pools(), STOP_WAIT)
 
 
 def mounts(limits: httpx.Limits | None = None) -> dict[str, httpx.AsyncBaseTransport]:

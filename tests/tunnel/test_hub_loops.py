@@ -7,6 +7,7 @@ Each round's replies now come through a layer of its own (gateway.tunnel.loop_hu
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 from channels.layers import get_channel_layer
@@ -66,3 +67,25 @@ def test_a_round_that_leaves_a_stream_in_its_hub_does_not_lock_the_next_rounds_o
     assert len(layers) == len(hubs) and id(get_channel_layer()) not in layers  # a layer per round, none shared
     failed = [r.getMessage() for r in caplog.records if r.name == "gateway.tunnel"]
     assert not failed  # no receive failed on a later loop ("bound to a different event loop", "Two event loops")
+    gc.collect()  # a task left on a closed loop (channels_redis's cleaner) would be reported now
+    assert not [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+
+
+def test_a_closing_round_ends_the_tasks_left_on_its_loop_and_retrieves_their_errors(caplog):
+    loop = asyncio.new_event_loop()
+
+    async def fails_late():
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise ConnectionError("the cleaner's connection went with the loop") from None
+
+    async def starts_one():
+        return loop.create_task(fails_late())
+
+    left = loop.run_until_complete(starts_one())
+    health.close_loop(loop)
+    assert left.done() and loop.is_closed()
+    del left
+    gc.collect()
+    assert not [r.getMessage() for r in caplog.records if r.name == "asyncio"]  # no "never retrieved"
