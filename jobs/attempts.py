@@ -146,7 +146,11 @@ def end_attempt(
     updated = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).update(**ending)
     if updated != 1 or job is None:
         return False
-    usage.meter(attempt_id=attempt_id, until=now)
+    metered = None
+    if locked is not None:  # the row as read under the lock; the UPDATE above left these fields as they were
+        metered = {f: getattr(locked, f) for f in usage.METER_FIELDS if "__" not in f}
+        metered["job__project_id"] = job.project_id
+    usage.meter(attempt_id=attempt_id, until=now, row=metered)
     signals.attempt_ended.send(sender=Attempt, attempt_id=attempt_id, now=now)  # the lenders' ledger
     if locked is not None:
         attempt = locked
@@ -155,7 +159,7 @@ def end_attempt(
     else:
         attempt = Attempt.objects.get(pk=attempt_id)
     _settle_job(job, attempt, outcome=outcome, reason=reason, exit_code=exit_code, now=now)
-    schedule_on_commit()  # its resources are free
+    schedule_on_commit(if_queued=True)  # its resources are free: for the jobs queued for them
     return True
 
 

@@ -53,25 +53,26 @@ def meter_due(row: dict, now: datetime) -> bool:
     return mark is not None and now - mark >= METER_EVERY
 
 
-def meter(*, attempt_id: int, until: datetime) -> float:
+METER_FIELDS = ("started_at", "metered_until", "cpu_milli", "gpu_uuids", "job__project_id")
+
+
+def meter(*, attempt_id: int, until: datetime, row: dict | None = None) -> float:
     """Book the attempt's usage from where it was last metered up to `until`; returns the seconds booked.
 
     A compare-and-set on `metered_until` makes replayed or concurrent heartbeats and reports harmless:
-    whoever moves the mark books that span, everyone else books nothing.
+    whoever moves the mark books that span, everyone else books nothing. `row`: the attempt's METER_FIELDS
+    where the caller already read them (the ending holds the row locked); else they are read here.
     """
     from jobs.models import Attempt
 
-    row = (
-        Attempt.objects.filter(pk=attempt_id)
-        .values("started_at", "metered_until", "cpu_milli", "gpu_uuids", "job__project_id")
-        .first()
-    )
+    if row is None:
+        row = Attempt.objects.filter(pk=attempt_id).values(*METER_FIELDS).first()
     if row is None or row["started_at"] is None:
         return 0.0
     since = row["metered_until"] or row["started_at"]
     if until <= since:
         return 0.0
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # the caller's transaction, when there is one, is the unit
         moved = Attempt.objects.filter(pk=attempt_id)
         if row["metered_until"] is None:
             moved = moved.filter(metered_until__isnull=True)

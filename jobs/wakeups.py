@@ -70,9 +70,27 @@ def request_pass_if_paced() -> None:
     request_pass()
 
 
-def schedule_on_commit() -> None:
-    """Ask for a scheduling pass once the current transaction commits (beat catches up if this is lost)."""
-    transaction.on_commit(request_pass)
+def request_pass_if_queued() -> None:
+    """Resources were freed: a pass, if a job is queued for them. A pass places only queued jobs, and a job queued
+    after this read asks for its own pass; so an end with nothing queued (the common case on an idle pool) costs
+    one indexed read here instead of a Celery message and an empty pass. Never raises."""
+    from django.db import DatabaseError
+
+    from jobs.models import Job
+    from jobs.states import JobState
+
+    try:
+        if not Job.objects.filter(state=JobState.QUEUED).exists():
+            return
+    except DatabaseError as exc:  # ask anyway: the pass reads it again
+        log.warning("queued jobs not read: %s", type(exc).__name__)
+    request_pass()
+
+
+def schedule_on_commit(*, if_queued: bool = False) -> None:
+    """Ask for a scheduling pass once the current transaction commits (beat catches up if this is lost);
+    `if_queued`: only if a job is queued then (an attempt's end freed resources, and nothing else is new)."""
+    transaction.on_commit(request_pass_if_queued if if_queued else request_pass)
 
 
 def wake_on_commit(node_id: int | None) -> None:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, F, Sum, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
@@ -231,14 +232,23 @@ def queued_order() -> list[int]:
     """Every queued job's id, priority classes highest first, and within a class the projects' own queues
     (priority, then FIFO) interleaved: every project's first job, then every project's second... so that each
     batch of a long queue holds every project's next jobs and fair share holds across batches, not only within one."""
-    rank = Window(
-        RowNumber(),
-        partition_by=[F("priority_value"), F("project_id")],
-        order_by=[F("priority").desc(), F("queued_at").asc(), F("id").asc()],
-    )
-    return list(
-        Job.objects.filter(state=JobState.QUEUED)
-        .annotate(rank=rank)
-        .order_by("-priority_value", "rank", "queued_at", "id")
-        .values_list("id", flat=True)
-    )
+    compiled = _QUEUED_ORDER.get(connection.vendor)
+    if compiled is None:  # the same statement every pass: compiled once per process (~1 ms of the ORM's each time)
+        rank = Window(
+            RowNumber(),
+            partition_by=[F("priority_value"), F("project_id")],
+            order_by=[F("priority").desc(), F("queued_at").asc(), F("id").asc()],
+        )
+        rows = (
+            Job.objects.filter(state=JobState.QUEUED)
+            .annotate(rank=rank)
+            .order_by("-priority_value", "rank", "queued_at", "id")
+            .values_list("id", flat=True)
+        )
+        compiled = _QUEUED_ORDER[connection.vendor] = rows.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(*compiled)
+        return [row[0] for row in cursor.fetchall()]
+
+
+_QUEUED_ORDER: dict[str, tuple[str, tuple]] = {}  # database vendor -> queued_order's (sql, params)
