@@ -146,10 +146,8 @@ def end_attempt(
     updated = Attempt.objects.filter(pk=attempt_id, state__in=ATTEMPT_ACTIVE).update(**ending)
     if updated != 1 or job is None:
         return False
-    metered = None
-    if locked is not None:  # the row as read under the lock; the UPDATE above left these fields as they were
-        metered = {f: getattr(locked, f) for f in usage.METER_FIELDS if "__" not in f}
-        metered["job__project_id"] = job.project_id
+    # The locked row as read: the UPDATE above left its metering fields as they were.
+    metered = usage.meter_row(locked, project_id=job.project_id) if locked is not None else None
     usage.meter(attempt_id=attempt_id, until=now, row=metered)
     signals.attempt_ended.send(sender=Attempt, attempt_id=attempt_id, now=now)  # the lenders' ledger
     if locked is not None:

@@ -56,6 +56,13 @@ def meter_due(row: dict, now: datetime) -> bool:
 METER_FIELDS = ("started_at", "metered_until", "cpu_milli", "gpu_uuids", "job__project_id")
 
 
+def meter_row(attempt, *, project_id: int) -> dict:
+    """METER_FIELDS from an attempt row already read (and locked) by the caller, its job's project given."""
+    row = {f: getattr(attempt, f) for f in METER_FIELDS if "__" not in f}
+    row["job__project_id"] = project_id
+    return row
+
+
 def meter(*, attempt_id: int, until: datetime, row: dict | None = None) -> float:
     """Book the attempt's usage from where it was last metered up to `until`; returns the seconds booked.
 

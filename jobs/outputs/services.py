@@ -48,7 +48,7 @@ def _describe(skips: list[protocol.OutputSkip], total: int) -> str:
 def note_report(*, job: Job, attempt: Attempt, report: protocol.AttemptReport) -> None:
     """The agent's last word on the outputs (the `ended` report, sent after every upload): a failed collection or
     upload is noted, and files it never finished are dropped (so they no longer count against the quota)."""
-    # Files exist only for declared outputs (a manifest for a job without any answers no_outputs_declared).
+    # Files exist only for declared outputs: plan_manifest refuses a job without any (no_outputs_declared).
     unfinished = (
         list(OutputFile.objects.filter(attempt=attempt, complete=False).values_list("path", flat=True))
         if job.outputs
