@@ -76,6 +76,7 @@ class Hub:
         self.channel: str | None = None
         self.streams: dict[str, TunnelStream] = {}
         self.task: asyncio.Task | None = None
+        self.stopping = False  # set by _stop: a read that fails from now on ends the listener
         self._ready = asyncio.Lock()
 
     async def ready(self) -> str:
@@ -95,6 +96,10 @@ class Hub:
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - Redis went away: the streams' reads time out; listen again
+                if self.stopping:
+                    # Asked to stop, it did not end within STOP_WAIT, and its connections were closed under it
+                    # (loop_hub): the end it was asked for, not a failure.
+                    return
                 log.warning("the tunnel reply channel failed; listening again", exc_info=True)
                 await asyncio.sleep(0.5)
                 continue
@@ -279,6 +284,7 @@ async def close_hub() -> None:
 
 async def _stop(found: Hub) -> None:
     _hubs.pop(id(asyncio.get_running_loop()), None)
+    found.stopping = True
     for stream in list(found.streams.values()):
         stream.feed(wire.CLOSE, b"the gateway's loop is closing")
     found.streams.clear()

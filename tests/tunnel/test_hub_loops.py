@@ -89,3 +89,49 @@ def test_a_closing_round_ends_the_tasks_left_on_its_loop_and_retrieves_their_err
     del left
     gc.collect()
     assert not [r.getMessage() for r in caplog.records if r.name == "asyncio"]  # no "never retrieved"
+
+
+def test_a_listener_that_outlives_its_stop_ends_quietly_when_its_connections_close(monkeypatch, caplog):
+    """_stop cancels the hub's reply listener and waits STOP_WAIT; a read that does not end in time (Redis slow to
+    answer the cancel) has its connections closed under it by loop_hub. That failed read is the end the listener was
+    asked for: it returns, instead of logging "the tunnel reply channel failed" and reading again from a layer whose
+    pools are gone (what CI's worker saw, 1 in ~100 rounds under load)."""
+    monkeypatch.setattr(tunnel, "STOP_WAIT", 0.05)
+
+    class SlowToStop:
+        """A layer whose read answers a cancel only when its connection is closed."""
+
+        def __init__(self) -> None:
+            self.closed = asyncio.Event()
+            self.reads = 0
+
+        async def new_channel(self) -> str:
+            return "specific.slow!hub"
+
+        async def receive(self, channel: str) -> dict:
+            self.reads += 1
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                await self.closed.wait()
+                raise ConnectionError("Connection closed by server.") from None
+            return {}
+
+    async def go(layer: SlowToStop) -> asyncio.Task:
+        hub = tunnel.Hub(layer)
+        await hub.ready()
+        await asyncio.sleep(0.01)  # the listener is reading
+        await tunnel._stop(hub)
+        assert not hub.task.done()  # still in its read after STOP_WAIT
+        layer.closed.set()  # loop_hub closes the layer's pools
+        await asyncio.wait([hub.task], timeout=2)
+        return hub.task
+
+    layer = SlowToStop()
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.run_until_complete(go(layer))
+    finally:
+        health.close_loop(loop)
+    assert task.done() and layer.reads == 1  # ended; never read again
+    assert not [r.getMessage() for r in caplog.records if r.name == "gateway.tunnel"]
