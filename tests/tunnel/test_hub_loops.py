@@ -7,6 +7,7 @@ Each round's replies now come through a layer of its own (gateway.tunnel.loop_hu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 
 import pytest
@@ -110,12 +111,10 @@ def test_a_listener_that_outlives_its_stop_ends_quietly_when_its_connections_clo
 
         async def receive(self, channel: str) -> dict:
             self.reads += 1
-            try:
-                await asyncio.sleep(3600)
-            except asyncio.CancelledError:
-                await self.closed.wait()
-                raise ConnectionError("Connection closed by server.") from None
-            return {}
+            while not self.closed.is_set():
+                with contextlib.suppress(asyncio.CancelledError):  # every cancel, until the connection goes
+                    await self.closed.wait()
+            raise ConnectionError("Connection closed by server.")
 
     async def go(layer: SlowToStop) -> asyncio.Task:
         hub = tunnel.Hub(layer)
@@ -134,4 +133,47 @@ def test_a_listener_that_outlives_its_stop_ends_quietly_when_its_connections_clo
     finally:
         health.close_loop(loop)
     assert task.done() and layer.reads == 1  # ended; never read again
+    assert not [r.getMessage() for r in caplog.records if r.name == "gateway.tunnel"]
+
+
+def test_a_listener_whose_read_consumes_its_cancel_is_cancelled_again_and_ends(monkeypatch, caplog):
+    """Seen under load: the reply listener still waiting in a fresh BZPOPMIN two seconds after its cancel
+    (`cancelling()` 1, its read pending): the cancel was consumed inside the Redis read, which read again. _stop
+    cancels it again until it ends, so it ends long before STOP_WAIT and nothing is closed under a live read."""
+    monkeypatch.setattr(tunnel, "STOP_WAIT", 60.0)
+    monkeypatch.setattr(tunnel, "CANCEL_EVERY", 0.01)
+
+    class ReadsAgain:
+        """A layer whose read swallows the first cancel and reads again, as the Redis client did."""
+
+        def __init__(self) -> None:
+            self.reads = 0
+
+        async def new_channel(self) -> str:
+            return "specific.again!hub"
+
+        async def receive(self, channel: str) -> dict:
+            self.reads += 1
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if self.reads > 1:
+                    raise
+            return await self.receive(channel)
+
+    async def go(layer: ReadsAgain) -> tuple[asyncio.Task, bool]:
+        hub = tunnel.Hub(layer)
+        await hub.ready()
+        await asyncio.sleep(0.01)  # the listener is reading
+        stop = asyncio.ensure_future(tunnel._stop(hub))
+        await asyncio.wait([stop], timeout=30)  # far below STOP_WAIT: it ends because it is cancelled again
+        return hub.task, stop.done()
+
+    layer = ReadsAgain()
+    loop = asyncio.new_event_loop()
+    try:
+        task, stopped = loop.run_until_complete(go(layer))
+    finally:
+        health.close_loop(loop)
+    assert stopped and task.cancelled() and layer.reads == 2
     assert not [r.getMessage() for r in caplog.records if r.name == "gateway.tunnel"]
