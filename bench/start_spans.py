@@ -13,7 +13,9 @@ on the local Docker engine), then, in alternating rounds so that the machine's l
   record, the output reader and the exit waiter), reported (the `running` report's round trip); then the end:
   exit (until the owner knows the exit), drained (the last logs shipped), collected (outputs, GPU figures, the
   init's exec failure), ended (the `ended` report's round trip).
-Prints the medians (and p90), and the load averages before and after.
+Prints the medians (and p90), and the load averages before and after. `--poll 0` waits for the end with one
+blocking read (`GET /api/v1/jobs/{id}/wait`), as bench/cli.py's server path does, instead of reading the job every
+`--poll` seconds (each read takes the web process's CPU while the engine starts the container).
 With `--before DIR` (an older checkout, e.g. `git archive <commit> | tar -x -C DIR`, with `.venv` linked) its
 agent runs as a second node of the same platform, and each round submits one job to each node (the order
 alternating), so that both see the same load; the table then has a column for each.
@@ -71,8 +73,11 @@ def euler_job(http, args, selector: dict) -> tuple[int, float, float, float, flo
     job_id = r.json()["id"]
     while True:
         g0 = time.perf_counter()
-        job = http.get(f"jobs/{job_id}").json()
-        GETS.append(time.perf_counter() - g0)
+        if args.poll:
+            job = http.get(f"jobs/{job_id}").json()
+            GETS.append(time.perf_counter() - g0)
+        else:  # one blocking read, answered when the job ends (bench/cli.py's server path)
+            job = http.get(f"jobs/{job_id}/wait", params={"timeout": 20}).json()
         if job["state"] == "succeeded":
             elapsed, seen = time.perf_counter() - t0, time.time()
             attempt = job["attempts"][-1]
@@ -153,7 +158,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--isolation", default="", choices=["", "sandbox"])
     parser.add_argument("--network", default="none", choices=["none", "default"], help="the job's network")
-    parser.add_argument("--poll", type=float, default=0.01, help="seconds between reads of the job (cli.py: 0.01)")
+    parser.add_argument(
+        "--poll", type=float, default=0.01, help="seconds between reads of the job; 0: one blocking read, as cli.py"
+    )
     parser.add_argument("--before", metavar="DIR", type=Path, help="an older checkout: its agent is a second node")
     args = parser.parse_args()
     import docker
