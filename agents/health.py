@@ -152,10 +152,8 @@ def close_loop(loop: asyncio.AbstractEventLoop) -> None:
     on a closed connection and be reported when the collector finds it."""
     try:
         left = [task for task in asyncio.all_tasks(loop) if not task.done()]
-        for task in left:
-            task.cancel()
-        if left:
-            loop.run_until_complete(asyncio.wait(left, timeout=CLOSE_WAIT))
+        if left:  # cancelled again until they end: a cancel can be consumed inside a Redis read (gateway/tunnel.py)
+            loop.run_until_complete(tunnel.end_tasks(left, CLOSE_WAIT))
         for task in left:
             if task.done() and not task.cancelled():
                 task.exception()  # retrieved: not logged as "never retrieved"

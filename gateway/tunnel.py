@@ -290,24 +290,26 @@ async def _stop(found: Hub) -> None:
         stream.feed(wire.CLOSE, b"the gateway's loop is closing")
     found.streams.clear()
     if found.task is not None:
-        await _end(found.task)
+        await end_tasks([found.task], STOP_WAIT)
     if found.channel is not None:
         tunnels.unregister_local(found.channel)
 
 
-async def _end(task: asyncio.Task) -> None:
-    """Cancel the reply listener and wait for it, up to STOP_WAIT. One cancel is not always its end: under load the
-    listener was seen still waiting in a fresh BZPOPMIN two seconds after its cancel (`cancelling()` 1, a pending
-    read; the cancel consumed somewhere inside channels_redis's receive and redis-py's read, which then read again),
-    and a second cancel ended it at once. So it is cancelled again every CANCEL_EVERY until it ends."""
+async def end_tasks(tasks: list[asyncio.Task], within: float) -> None:
+    """Cancel the tasks and wait for them, up to `within` seconds. One cancel is not always a task's end: under load
+    the hub's reply listener was seen still waiting in a fresh BZPOPMIN two seconds after its cancel (`cancelling()`
+    1, a pending read; the cancel consumed somewhere inside channels_redis's receive and redis-py's read, which then
+    read again), and a second cancel ended it at once. So those still running are cancelled again every CANCEL_EVERY
+    until they end."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + STOP_WAIT
-    while not task.done():
+    deadline = loop.time() + within
+    while running := [task for task in tasks if not task.done()]:
         left = deadline - loop.time()
         if left <= 0:
             return
-        task.cancel()
-        await asyncio.wait([task], timeout=min(CANCEL_EVERY, left))
+        for task in running:
+            task.cancel()
+        await asyncio.wait(running, timeout=min(CANCEL_EVERY, left))
 
 
 @contextlib.asynccontextmanager

@@ -92,6 +92,28 @@ def test_a_closing_round_ends_the_tasks_left_on_its_loop_and_retrieves_their_err
     assert not [r.getMessage() for r in caplog.records if r.name == "asyncio"]  # no "never retrieved"
 
 
+def test_a_closing_round_cancels_again_a_task_that_consumed_its_cancel(monkeypatch):
+    """close_loop ends what is left on a round's loop as _stop ends the listener: a task that swallows its first
+    cancel (as the Redis read did) is cancelled again, long before CLOSE_WAIT, and not left pending on a closed loop."""
+    monkeypatch.setattr(health, "CLOSE_WAIT", 60.0)
+    monkeypatch.setattr(tunnel, "CANCEL_EVERY", 0.01)
+    loop = asyncio.new_event_loop()
+
+    async def reads_again():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(3600)
+        await asyncio.sleep(3600)
+
+    async def starts_one():
+        return loop.create_task(reads_again())
+
+    left = loop.run_until_complete(starts_one())
+    loop.run_until_complete(asyncio.sleep(0.01))  # it is in its first sleep
+    assert not left.done()
+    health.close_loop(loop)
+    assert left.cancelled() and loop.is_closed()
+
+
 def test_a_listener_that_outlives_its_stop_ends_quietly_when_its_connections_close(monkeypatch, caplog):
     """_stop cancels the hub's reply listener and waits STOP_WAIT; a read that does not end in time (Redis slow to
     answer the cancel) has its connections closed under it by loop_hub. That failed read is the end the listener was
