@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import os
 import threading
@@ -350,17 +351,38 @@ def test_a_flood_job_succeeds_and_the_engines_log_files_never_pass_the_bound(mak
     assert 0 < peak <= bound
 
 
-def engine_logs(attempt_id: int, owner: str, tail: int | str = "all") -> bytes:
-    """What the engine's own copy (json-file) of an attempt's output still holds (its last `tail` lines). A wait
-    reads the tail only: the whole copy (up to a MiB of short lines) fetched every 50 ms keeps the engine busy
-    enough to slow every other test's containers, and this test's own job past its timeout."""
+def engine_logs(attempt_id: int, owner: str) -> bytes:
+    """What the engine's own copy (json-file) of an attempt's output still holds, read once (a wait polls
+    engine_last_line instead)."""
     found = DockerRunner().find_attempt(owner=owner, attempt_id=attempt_id)
-    return DockerRunner().client.api.logs(found.container_id, stdout=True, stderr=True, tail=tail)
+    return DockerRunner().client.api.logs(found.container_id, stdout=True, stderr=True)
 
 
 # The jobs whose output is held back (a small spool, the control plane down) run as long as it is held: on a loaded
 # machine past the default 60 s, and the test is of their output, not of their timeout.
 OUTPUT_HELD = 600
+
+
+def engine_last_line(attempt_id: int, owner: str) -> bytes:
+    """The last line of the engine's own copy (json-file), read from the file itself (b"" between a rotation and the
+    next write). Polled through `docker logs --tail 1` while the job writes fast enough to rotate the file every few
+    ms, the engine's log read once hung for two minutes and the whole engine answered nothing until it timed out,
+    failing other workers' tests (a daemon frozen by `docker logs --tail`: moby/moby#33710)."""
+    found = DockerRunner().find_attempt(owner=owner, attempt_id=attempt_id)
+    path = DockerRunner().client.api.inspect_container(found.container_id)["LogPath"]
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - 8192))
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        return b""
+    for raw in reversed(lines):
+        try:
+            return json.loads(raw)["log"].encode()
+        except (ValueError, KeyError):
+            continue  # the first, cut by the seek
+    return b""
 
 
 def written_past(last_line: bytes, n: int) -> bool:
@@ -401,7 +423,7 @@ def test_output_waits_for_an_unreachable_control_plane_instead_of_being_lost(mak
     plane.down = True
     touch(21, ex.owner, "/tmp/go")
     # The job writes ~1.3 MB of short lines (~14 MB of engine log) into a 64 KiB spool: the job is held back.
-    wait_for(lambda: written_past(engine_logs(21, ex.owner, tail=1), 1000), "the job to write")
+    wait_for(lambda: written_past(engine_last_line(21, ex.owner), 1000), "the job to write")
     assert not plane.ended(21)
     plane.down = False
     ended = wait_for(lambda: plane.ended(21), "the ended report", timeout=120)
@@ -459,7 +481,7 @@ def test_output_the_engine_rotated_away_while_the_agent_was_down_is_recorded_as_
     wait_for(lambda: plane.log(24) == "first\n", "the first line")
     first.close()  # the agent is down while the job writes ~14 MB of engine log into a 1 MiB bound
     touch(24, first.owner, "/tmp/go")
-    wait_for(lambda: engine_logs(24, first.owner, tail=1).endswith(b"done\n"), "the job to write")
+    wait_for(lambda: engine_last_line(24, first.owner).endswith(b"done\n"), "the job to write")
     second = make_executor()
     second.adopt()
     wait_for(lambda: plane.log(24).endswith("done\n"), "the rest of the engine's copy")
