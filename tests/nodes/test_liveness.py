@@ -343,13 +343,17 @@ def test_approving_many_nodes_at_once_is_node_approve_for_each_and_drops_their_c
 
 def test_the_heartbeat_a_pass_judged_by_is_not_taken_for_a_newer_one_and_any_later_one_is(windows):
     """The re-check right before a node goes offline (nodes.offline._heard_since) compares the Redis time the
-    pass judged by exactly, through the same microsecond datetime: equal for that heartbeat, newer for the next."""
+    pass judged by exactly, through the same microsecond datetime: equal for that heartbeat, newer for the next.
+
+    "The next" is a heartbeat a microsecond later, the resolution the pass and the node row keep, taken as that
+    datetime's own float. Not `seen + 0.000_001`: near 1.8e9 s a double steps by 0.24 us, so that sum can round to
+    the same microsecond as `seen` (about 1 in 20 random times; CI run of stop 50 drew one)."""
     from nodes import offline
 
     node = _online("racing", db_age=300, seen_age=45)
     ((pk, _, last),) = [s for s in offline.silent_nodes(timezone.now()) if s[0] == node.pk]
     assert not offline._heard_since(pk, last)  # the same heartbeat, whatever its float's digits
     seen = livestore.seen_many([pk])[pk]
-    for later in (seen + 0.000_001, seen + 0.5):
+    for later in ((last + timedelta(microseconds=1)).timestamp(), seen + 0.5):
         livestore.client().zadd(f"{livestore.ns()}seen", {str(pk): later})
         assert offline._heard_since(pk, last), later
