@@ -20,20 +20,47 @@
     });
   }
 
+  // A form sent in place whose answer could not be shown says so in the form (what happened, what to do),
+  // instead of leaving the page as it was without a word.
+  function requestFailed(form, detail) {
+    var box = form.querySelector("[data-request-error]");
+    if (!box) {
+      box = document.createElement("p");
+      box.className = "error";
+      box.setAttribute("role", "alert");
+      box.setAttribute("data-request-error", "");
+      form.appendChild(box);
+    }
+    box.textContent = (document.body.dataset.requestFailed || "The server did not answer as expected.") + " (" + detail + ")";
+  }
+
   // Forms that reveal a secret once are sent in place: the page never becomes a POST result,
   // so reloading it shows the list only and never creates a second secret.
   async function submitInPlace(form) {
     var button = form.querySelector("[type=submit]");
     if (button) button.disabled = true;
     try {
-      var response = await fetch(form.action, {
-        method: "POST",
-        body: new FormData(form),
-        credentials: "same-origin",
-        headers: { "X-CSRFToken": csrf(), "X-Requested-With": "fetch" },
-      });
-      var doc = parse(await response.text());
-      swap(doc, (form.dataset.swap || "").split(/\s+/));
+      var response, doc;
+      try {
+        response = await fetch(form.action, {
+          method: "POST",
+          body: new FormData(form),
+          credentials: "same-origin",
+          headers: { "X-CSRFToken": csrf(), "X-Requested-With": "fetch" },
+        });
+        doc = parse(await response.text());
+      } catch (err) {
+        requestFailed(form, err && err.message ? err.message : "no answer");
+        return;
+      }
+      var ids = (form.dataset.swap || "").split(/\s+/).filter(Boolean);
+      if (!ids.some(function (id) { return doc.getElementById(id); })) {
+        requestFailed(form, "HTTP " + response.status);  // a sign-in page, a refusal, an error page
+        return;
+      }
+      var old = form.querySelector("[data-request-error]");
+      if (old) old.remove();
+      swap(doc, ids);
       var shown = document.querySelector("[data-once-output]:not(.hidden)");
       if (shown) shown.focus();
       if (response.ok && form.dataset.reset !== "no") form.reset();

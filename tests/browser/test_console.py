@@ -139,7 +139,9 @@ def test_an_invited_user_joins_once_and_the_link_refuses_a_second_use(site, new_
     sign_in(owner_page, site, "olivia")
     owner_page.goto(site + "/members/")
     owner_page.get_by_label("Role", exact=True).select_option("member")
-    owner_page.get_by_role("button", name="Create invitation link").click()
+    with owner_page.expect_response(lambda r: r.request.method == "POST") as answer:
+        owner_page.get_by_role("button", name="Create invitation link").click()
+    assert answer.value.status == 200, answer.value.status  # what the server said, should the link not show
     link_box = owner_page.locator("[data-once-secret]")
     expect(link_box).to_contain_text("/join/euler_inv_")
     link = link_box.inner_text().strip()
@@ -170,6 +172,24 @@ def test_an_invited_user_joins_once_and_the_link_refuses_a_second_use(site, new_
     owner_page.goto(site + "/members/")
     expect(owner_page.locator("#member-list")).to_contain_text("carol")
     expect(owner_page.locator("#invitation-list")).to_contain_text("used")
+
+
+def test_a_form_sent_in_place_whose_answer_cannot_be_shown_says_so_and_what_to_do(site, new_page, olivia):
+    """A secret's form is sent in place (static/console/euler.js); when the answer is not the page it expects (here
+    the sign-in page: the session ended in another tab), the form says so instead of staying silent."""
+    page = new_page()
+    sign_in(page, site, "olivia")
+    page.goto(site + "/members/")
+    other = page.context.new_page()  # the same browser session, another tab
+    other.goto(site + "/")
+    other.get_by_role("button", name="Sign out").click()
+    other.wait_for_url(lambda url: "/login/" in url or url.rstrip("/") == site)
+    page.get_by_role("button", name="Create invitation link").click()
+    alert = page.locator("#invite-create [role=alert]")
+    expect(alert).to_contain_text("The server did not answer as expected")
+    expect(alert).to_contain_text("Reload the page and try again")
+    expect(page.locator("[data-once-secret]")).to_have_text("")
+    expect(page.get_by_role("button", name="Create invitation link")).to_be_enabled()
 
 
 def test_the_language_switch_and_the_browser_default(site, new_page, olivia):
