@@ -5,7 +5,8 @@
 Boots the real platform like bench/job_latency.py (uvicorn web, Celery worker and beat, one `./euler-node` agent
 on the local Docker engine), then, in alternating rounds so that the machine's load hits both alike:
 - engine: `docker create` + `docker start` of `alpine:3.20 true` with --network none, timed through docker-py's
-  low-level API on the same engine (the wait and the removal are not timed);
+  low-level API on the same engine, then the wait from the start's return (the engine's exit latency; the
+  removal is not timed);
 - euler:  `POST /api/v1/jobs` of the same job (`--network none`), read until it shows `succeeded`; the agent's
   `start spans` log line for its attempt gives each span from the assignment's arrival to the `running` report:
   checks (runtime, egress, hooks before create), image (present and allowed here), spec (the node's part of
@@ -48,8 +49,9 @@ def stamp(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def engine_pair(api, runtime: str, network: str) -> tuple[float, float]:
-    """(create, start) seconds of one container through docker-py's low-level API; then waited for and removed."""
+def engine_pair(api, runtime: str, network: str) -> tuple[float, float, float]:
+    """(create, start, exit) seconds of one container through docker-py's low-level API: `exit` is from the start's
+    return to the wait's (the engine's own exit latency for `true`, which every start path pays); then removed."""
     host = api.create_host_config(network_mode=network, runtime=runtime or None)
     t0 = time.perf_counter()
     cid = api.create_container(IMAGE, command=["true"], host_config=host, labels={"euler.bench": "start_spans"})["Id"]
@@ -57,8 +59,9 @@ def engine_pair(api, runtime: str, network: str) -> tuple[float, float]:
     api.start(cid)
     t2 = time.perf_counter()
     api.wait(cid)
+    t3 = time.perf_counter()
     api.remove_container(cid, force=True)
-    return t1 - t0, t2 - t1
+    return t1 - t0, t2 - t1, t3 - t2
 
 
 def euler_job(http, args, selector: dict) -> tuple[int, float, float, float, float, float]:
@@ -150,6 +153,8 @@ def one_round(http, agent, figures: dict, args, selector: dict) -> None:
         figures["agent"].setdefault(k, []).append(v)
     start = sum(v for k, v in spans.items() if not k.startswith("end: "))
     figures["agent"].setdefault("received → reported", []).append(start)
+    exit_known = spans.get("readers", 0) + spans.get("reported", 0) + spans.get("end: exit", 0)
+    figures["agent"].setdefault("started → exit known", []).append(exit_known)
 
 
 def main() -> None:
@@ -169,7 +174,9 @@ def main() -> None:
     api = docker.from_env().api
     runtime = "runsc" if args.isolation == "sandbox" else ""
     load_before = os.getloadavg()
-    engine: dict[str, list[float]] = {"docker create": [], "docker start": [], "create + start": []}
+    engine: dict[str, list[float]] = {
+        "docker create": [], "docker start": [], "create + start": [], "started → exit known": []
+    }  # fmt: skip
     trees = {"this checkout": new_figures()}
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
         platform, http, _ = boot(Path(tmp), env={"EULER_NODE_LABELS": "tree=after"} if args.before else None)
@@ -179,7 +186,7 @@ def main() -> None:
                 agents["before"] = (second_agent(platform, args.before.resolve()), {"tree": "before"})
                 trees["before"] = new_figures()
             for i in range(args.warmup + args.runs):
-                created, started = engine_pair(api, runtime, "none" if args.network == "none" else "bridge")
+                created, started, exited = engine_pair(api, runtime, "none" if args.network == "none" else "bridge")
                 scratch = new_figures() if i < args.warmup else None
                 order = list(agents.items()) if i % 2 == 0 else list(reversed(agents.items()))
                 for tree, (agent, selector) in order:
@@ -188,6 +195,7 @@ def main() -> None:
                     engine["docker create"].append(created)
                     engine["docker start"].append(started)
                     engine["create + start"].append(created + started)
+                    engine["started → exit known"].append(exited)
         finally:
             http.close()
             platform.stop()
