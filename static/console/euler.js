@@ -55,7 +55,9 @@
       }
       var ids = (form.dataset.swap || "").split(/\s+/).filter(Boolean);
       if (!ids.some(function (id) { return doc.getElementById(id); })) {
-        requestFailed(form, "HTTP " + response.status);  // a sign-in page, a refusal, an error page
+        // A sign-in page (the session ended), a refusal, an error page: its status, and where a redirect led.
+        var led = response.redirected ? " \u2192 " + new URL(response.url).pathname : "";
+        requestFailed(form, "HTTP " + response.status + led);
         return;
       }
       var old = form.querySelector("[data-request-error]");

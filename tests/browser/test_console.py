@@ -188,6 +188,7 @@ def test_a_form_sent_in_place_whose_answer_cannot_be_shown_says_so_and_what_to_d
     alert = page.locator("#invite-create [role=alert]")
     expect(alert).to_contain_text("The server did not answer as expected")
     expect(alert).to_contain_text("Reload the page and try again")
+    expect(alert).to_contain_text("/login/")  # where the answer led: the sign-in page
     expect(page.locator("[data-once-secret]")).to_have_text("")
     expect(page.get_by_role("button", name="Create invitation link")).to_be_enabled()
 
