@@ -110,8 +110,9 @@ class FieldsOnce:
 
     A plain field is copied shallowly: binding it to the instance (Field.bind) only sets attributes of the copy
     (its name, parent, label, source), and DRF's own deep copy shares its validators anyway. A deep copy
-    re-instantiates every field from its arguments: 6.0 → 4.5 ms for a job's GET (bench/api_costs.py). A field holding other
-    fields bound to itself (a nested serializer, a many-related field) is deep-copied, as DRF copies it."""
+    re-instantiates every field from its arguments: 6.0 → 4.5 ms for a job's GET (bench/api_costs.py). A field
+    holding other fields bound to itself (a nested serializer, a many-related field) is deep-copied, as DRF copies
+    it."""
 
     def get_fields(self):
         cls = type(self)
