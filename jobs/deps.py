@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import Count, QuerySet
 
 from euler.errors import InvalidInput
+from euler.prepared import Prepared
 from jobs import workflow
 from jobs.models import Job
 from jobs.workflow_models import Dependency, DepState, JobArray
@@ -104,10 +105,20 @@ def attach(*, waiter: Node, project, depends_on: list[dict]) -> tuple[str, str]:
     return (workflow.PENDING, workflow.pending_reason(waits)) if waits else (workflow.MET, "")
 
 
+def _pending_on(job_ids, array_ids):
+    pending = Dependency.objects.filter(state=DepState.PENDING)
+    return (pending.filter(on_job_id__in=job_ids) | pending.filter(on_array_id__in=array_ids)).values_list("pk")[:1]
+
+
+_ANY_PENDING_ON = Prepared(_pending_on)
+
+
 def settle(*, job_ids: set[int], array_ids: set[int]) -> tuple[list[Node], list[Node]]:
     """Jobs (and arrays whose tasks) just ended, inside the ending's transaction (arrays locked by the caller):
     record the verdicts of the pending dependencies on them; answer the waiters that can never run and the
     waiters with nothing left to wait for."""
+    if not _ANY_PENDING_ON(job_ids, array_ids):  # the usual end: nothing waits on it (one compiled read)
+        return [], []
     pending = Dependency.objects.filter(state=DepState.PENDING)
     rows = list(
         (pending.filter(on_job_id__in=job_ids) | pending.filter(on_array_id__in=array_ids))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 
 from euler.errors import Conflict
+from euler.prepared import Prepared
 from jobs.models import Attempt, Job
 from jobs.states import ATTEMPT_ACTIVE
 
@@ -61,20 +62,36 @@ def refusal(*, right: Right, state: str, on_node: bool, current: bool) -> str | 
     return None
 
 
+# Every report, log batch and output of a node passes here: its reads are compiled once (euler/prepared.py).
+_JOB_LOCKED = Prepared(
+    lambda pk: Job.objects.select_for_update(of=("self",)).defer("env").filter(attempts__pk=pk).order_by("pk")[:1]
+)
+_ATTEMPT_LOCKED = Prepared(lambda pk: Attempt.objects.select_for_update(no_key=True).filter(pk=pk).order_by("pk")[:1])
+_WITH_JOB = Prepared(
+    lambda pk: Attempt.objects.select_related("job").defer("job__env").filter(pk=pk).order_by("pk")[:1]
+)
+_WITH_JOB_LOCKED = Prepared(
+    lambda pk: (
+        Attempt.objects.select_related("job")
+        .defer("job__env")
+        .filter(pk=pk)
+        .select_for_update(no_key=True, of=("self",))
+        .order_by("pk")[:1]
+    )
+)
+
+
 def attempt_for(*, node, attempt_id: int, right: Right, lock: Lock = Lock.NONE) -> Attempt:
     """The attempt, its job loaded (env deferred), if `node` may use `right` on it; else 409 `stale_attempt` (the
     reply says stop). With a lock (inside a transaction) the attempt cannot end between this check and the
     caller's write: whoever ends it (a report, the backstop, a lost node) locks the same rows first."""
     if lock is Lock.JOB:
-        job = Job.objects.select_for_update(of=("self",)).defer("env").filter(attempts__pk=attempt_id).first()
-        attempt = Attempt.objects.select_for_update(no_key=True).filter(pk=attempt_id).first() if job else None
+        job = _JOB_LOCKED.first(attempt_id)
+        attempt = _ATTEMPT_LOCKED.first(attempt_id) if job else None
         if attempt is not None:
             attempt.job = job
     else:
-        rows = Attempt.objects.select_related("job").defer("job__env").filter(pk=attempt_id)
-        if lock is Lock.ATTEMPT:
-            rows = rows.select_for_update(no_key=True, of=("self",))
-        attempt = rows.first()
+        attempt = (_WITH_JOB_LOCKED if lock is Lock.ATTEMPT else _WITH_JOB).first(attempt_id)
     if attempt is None:
         raise StaleAttempt()
     why = refusal(

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from euler.prepared import Prepared
 from jobs import stopping
 from jobs.checkpoints import selectors as checkpoint_selectors
 from jobs.models import Attempt, Job
@@ -70,6 +71,28 @@ def busy_nodes() -> set[int]:
     return set(Attempt.objects.filter(_outstanding(), node__isnull=False).values_list("node_id", flat=True).distinct())
 
 
+_OUTSTANDING_ON = Prepared(
+    lambda node_id: Attempt.objects.filter(_outstanding(), node_id=node_id).values_list("pk", flat=True)[:1]
+)
+_ASSIGNED_ON = Prepared(
+    lambda node_id: (
+        Attempt.objects.select_related("job", "job__array")
+        .defer("job__env")
+        .filter(node_id=node_id, state=AttemptState.ASSIGNED, stop_reason="")
+        .order_by("pk")
+    )
+)
+_STOPS_ON = Prepared(
+    lambda node_id: (
+        Attempt.objects.filter(node_id=node_id)
+        .exclude(stop_reason="")
+        .filter(Q(stop_sent_at__isnull=True) | Q(state__in=ATTEMPT_ACTIVE))
+        .values_list("pk", "stop_reason", "stop_sent_at", "stop_grace")
+        .order_by("pk")
+    )
+)
+
+
 def poll_provider(node) -> channel.Work:
     """Assigned attempts not yet handed over (or handed long ago and not started), and pending stop orders;
     with nothing due, until when nothing will be (the earliest redelivery) unless a wake-up says otherwise."""
@@ -79,17 +102,11 @@ def poll_provider(node) -> channel.Work:
     assignments, commands = [], []
     later: list = []  # handed or stop-sent recently: due again at these times
     # The usual answer, for an idle node, in one query: nothing assigned, no stop order outstanding.
-    if not Attempt.objects.filter(_outstanding(), node=node).exists():
+    if not _OUTSTANDING_ON(node.pk):
         return channel.Work([], [], quiet_until=math.inf)
     with transaction.atomic():
-        assigned = (
-            Attempt.objects.select_related("job", "job__array")
-            .defer("job__env")
-            .filter(node=node, state=AttemptState.ASSIGNED, stop_reason="")
-            .order_by("pk")
-        )
         handed = []
-        for attempt in assigned:
+        for attempt in _ASSIGNED_ON(node.pk):
             if attempt.job.current_attempt_id != attempt.pk:
                 continue
             if attempt.job.has_env and node.trust != PLATFORM:
@@ -101,15 +118,8 @@ def poll_provider(node) -> channel.Work:
             handed.append(attempt.pk)
         if handed:
             Attempt.objects.filter(pk__in=handed).update(delivered_at=now)
-        stops = (
-            Attempt.objects.filter(node=node)
-            .exclude(stop_reason="")
-            .filter(Q(stop_sent_at__isnull=True) | Q(state__in=ATTEMPT_ACTIVE))
-            .values_list("pk", "stop_reason", "stop_sent_at", "stop_grace")
-            .order_by("pk")
-        )
         sent = []
-        for attempt_id, reason, sent_at, grace in stops:
+        for attempt_id, reason, sent_at, grace in _STOPS_ON(node.pk):
             if sent_at is not None and sent_at >= again:
                 later.append(sent_at)
                 continue

@@ -8,6 +8,8 @@ import logging
 
 from django.db import connection, transaction
 
+from euler.prepared import Prepared
+
 log = logging.getLogger(__name__)
 
 SCHEDULE_TASK = "jobs.tasks.schedule"
@@ -76,15 +78,22 @@ def request_pass_if_queued() -> None:
     one indexed read here instead of a Celery message and an empty pass. Never raises."""
     from django.db import DatabaseError
 
-    from jobs.models import Job
-    from jobs.states import JobState
-
     try:
-        if not Job.objects.filter(state=JobState.QUEUED).exists():
+        if not _QUEUED_ONE():
             return
     except DatabaseError as exc:  # ask anyway: the pass reads it again
         log.warning("queued jobs not read: %s", type(exc).__name__)
     request_pass()
+
+
+def _queued_one():
+    from jobs.models import Job  # built at the first call: this module imports nothing of jobs/ at import time
+    from jobs.states import JobState
+
+    return Job.objects.filter(state=JobState.QUEUED).values_list("pk", flat=True)[:1]
+
+
+_QUEUED_ONE = Prepared(_queued_one)
 
 
 def schedule_on_commit(*, if_queued: bool = False) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from euler.prepared import Prepared
+
 GIB = 1024**3
 NOT_CREDITED = frozenset({"lost", "reclaimed"})  # attempt outcomes that earn no credit
 GPU_FAULT_REASONS = frozenset({"gpu_error"})
@@ -52,17 +54,30 @@ ROW_FIELDS = (
 )  # fmt: skip
 
 
-def lenders_of(node_ids) -> dict[int, tuple[int, str]]:
-    """Per node, its lender (id, username): who created the latest enrollment token it enrolled with."""
+def _lenders_query(node_ids):
     from nodes.models import EnrollmentToken
 
-    found: dict[int, tuple[int, str]] = {}
-    rows = (
-        EnrollmentToken.objects.filter(node_id__in=list(node_ids), created_by__isnull=False)
+    return (
+        EnrollmentToken.objects.filter(node_id__in=node_ids, created_by__isnull=False)
         .order_by("created_at", "id")
         .values_list("node_id", "created_by_id", "created_by__username")
     )
-    for node_id, user_id, username in rows:
+
+
+def _row_query(attempt_id):
+    from jobs.models import Attempt
+
+    return Attempt.objects.filter(pk=attempt_id).values_list(*ROW_FIELDS)[:1]
+
+
+_LENDERS = Prepared(_lenders_query)
+_ROW = Prepared(_row_query)
+
+
+def lenders_of(node_ids) -> dict[int, tuple[int, str]]:
+    """Per node, its lender (id, username): who created the latest enrollment token it enrolled with."""
+    found: dict[int, tuple[int, str]] = {}
+    for node_id, user_id, username in _LENDERS(list(node_ids)):
         found[node_id] = (user_id, username)  # the latest wins
     return found
 
@@ -113,9 +128,8 @@ def record(*, attempt_id: int):
     """
     from django.db import IntegrityError, transaction
 
-    from jobs.models import Attempt
-
-    row = Attempt.objects.filter(pk=attempt_id).values(*ROW_FIELDS).first()
+    found = _ROW.first(attempt_id)
+    row = dict(zip(ROW_FIELDS, found, strict=True)) if found else None
     if row is None or row["ended_at"] is None:
         return None
     lender = lenders_of([row["node_id"]]).get(row["node_id"]) if row["node_id"] is not None else None

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, F, Min
+from django.db.models import Count, F
 
+from euler.prepared import Prepared
 from jobs import stopping, transitions
 from jobs.models import Attempt, Job, Preemption
 from jobs.scheduling.loading import job_snapshot
@@ -33,13 +34,19 @@ def guards() -> Guards | None:
     )
 
 
-def standing(*, now: datetime) -> dict[int, tuple[int, int, JobSnapshot]]:
-    """The claims that stand: preemptor's job id -> (node id, its victims still stopping, its snapshot)."""
-    rows = (
+_CLAIM_FIELDS = ("preemptor_id", "node_id", "victim_attempt__state", "victim_attempt__ended_at", "created_at")
+_CLAIMS = Prepared(
+    lambda: (
         Preemption.objects.filter(preemptor__state=JobState.QUEUED, node__isnull=False)
-        .values("preemptor_id", "node_id", "victim_attempt__state", "victim_attempt__ended_at", "created_at")
+        .values_list(*_CLAIM_FIELDS)
         .order_by("preemptor_id", "-created_at")
     )
+)
+
+
+def standing(*, now: datetime) -> dict[int, tuple[int, int, JobSnapshot]]:
+    """The claims that stand: preemptor's job id -> (node id, its victims still stopping, its snapshot)."""
+    rows = [dict(zip(_CLAIM_FIELDS, row, strict=True)) for row in _CLAIMS()]
     latest: dict[int, tuple] = {}  # preemptor -> (node, its latest preemption's time)
     stopping_now: dict[int, int] = {}
     ended: dict[int, datetime] = {}
@@ -102,7 +109,16 @@ def running(*, below: int, now: datetime) -> list[Running]:
 def lowest_active_class() -> int | None:
     """The lowest class of any job holding an attempt now (None: none): a batch whose classes are all at or below it
     cannot preempt, and skips reading the running attempts."""
-    return Attempt.objects.filter(state__in=ATTEMPT_ACTIVE).aggregate(v=Min("job__priority_value"))["v"]
+    return _LOWEST_ACTIVE.first()
+
+
+_LOWEST_ACTIVE = Prepared(  # the least of a column: its first in order (an aggregate would be a GROUP BY here)
+    lambda: (
+        Attempt.objects.filter(state__in=ATTEMPT_ACTIVE)
+        .order_by("job__priority_value")
+        .values_list("job__priority_value", flat=True)[:1]
+    )
+)
 
 
 def apply(decisions, *, jobs: dict[int, Job], names: dict[int, str], now: datetime) -> int:

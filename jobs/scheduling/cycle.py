@@ -17,9 +17,11 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from euler import metrics
+from euler.prepared import Prepared
 from jobs import wakeups
 from jobs.models import Attempt, Job
 from jobs.outputs import inputs as output_inputs
@@ -82,8 +84,18 @@ def handover_allowance() -> int | None:
         webs = livestore.web_processes(time.time())
     except RedisError:
         webs = 1  # the registry is unreadable: pace as for one process
-    outstanding = Attempt.objects.filter(state=AttemptState.ASSIGNED).count()
+    outstanding = sum(_ASSIGNED_COUNT())
     return policy.handover_allowance(window=window, web_processes=webs, outstanding=outstanding)
+
+
+_ASSIGNED_COUNT = Prepared(
+    lambda: (
+        Attempt.objects.filter(state=AttemptState.ASSIGNED)
+        .values("state")
+        .annotate(n=Count("pk"))
+        .values_list("n", flat=True)
+    )
+)
 
 
 @transaction.atomic

@@ -15,6 +15,7 @@ from django.db.models import Count, F, Sum, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from euler.prepared import Prepared
 from jobs.models import Attempt, Job
 from jobs.scheduling import fairshare
 from jobs.scheduling import isolation as tiers
@@ -22,27 +23,30 @@ from jobs.scheduling import terms as lender_terms
 from jobs.scheduling.snapshots import JobSnapshot, NodeSnapshot, ProjectLimit
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, JobState, Network
 
+_NODE_FIELDS = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
+_NODE_FIELDS += ("draining", "reclaimed_at", "cpu_milli", "memory_bytes", "gpus", "allocated_cpu_milli")
+_NODE_FIELDS += ("allocated_memory_bytes", "disk_bytes", "allocated_disk_bytes", "job_egress_error", "allowed_images")
+_NODE_FIELDS += ("runtimes", "lender_min_isolation", "lender_terms", "reliability", "allocated_gpus")
+
+
+def _node_query():
+    from nodes.models import Node
+
+    return Node.objects.values_list(*_NODE_FIELDS)
+
+
+_NODE_ROWS = Prepared(_node_query)
+
 
 def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
     """Every node's static facts (nothing used yet), and the stored allocation counters, to refresh them."""
-    from nodes.models import Approval, Node
+    from nodes.models import Approval
 
     snaps, stored = [], {}
-    fields = ("id", "name", "region", "labels", "trust", "public_pool", "owner_project_id", "approval", "online")
-    fields += (
-        "draining",
-        "reclaimed_at",
-        "cpu_milli",
-        "memory_bytes",
-        "gpus",
-        "allocated_cpu_milli",
-        "allocated_memory_bytes",
-    )
-    fields += ("disk_bytes", "allocated_disk_bytes", "job_egress_error", "allowed_images")
-    fields += ("runtimes", "lender_min_isolation", "lender_terms", "reliability")
     table = settings.EULER_TRUST_MIN_ISOLATION
     now = timezone.now()
-    for row in Node.objects.values(*fields, "allocated_gpus"):
+    for values in _NODE_ROWS():
+        row = dict(zip(_NODE_FIELDS, values, strict=True))
         gpus = [g for g in sorted(row["gpus"] or [], key=lambda g: g.get("index", 0)) if g.get("healthy", True)]
         terms = lender_terms.read(row["lender_terms"], now=now)
         if terms.max_gpus is not None:
@@ -84,18 +88,26 @@ def node_rows() -> tuple[list[NodeSnapshot], dict[int, tuple]]:
     return snaps, stored
 
 
-def with_usage(nodes: list[NodeSnapshot]) -> list[NodeSnapshot]:
-    """The nodes with what their active attempts hold now, summed from the attempts (never from a counter)."""
-    used = {
-        row["node_id"]: (row["cpu"] or 0, row["mem"] or 0, row["disk"] or 0)
-        for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, node__isnull=False)
+_USED_BY_NODE = Prepared(
+    lambda: (
+        Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, node__isnull=False)
         .values("node_id")
         .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"), disk=Sum("disk_bytes"))
-    }
+        .values_list("node_id", "cpu", "mem", "disk")
+    )
+)
+_GPUS_BY_NODE = Prepared(
+    lambda: Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, node__isnull=False, job__gpu_count__gt=0).values_list(
+        "node_id", "gpu_uuids"
+    )
+)
+
+
+def with_usage(nodes: list[NodeSnapshot]) -> list[NodeSnapshot]:
+    """The nodes with what their active attempts hold now, summed from the attempts (never from a counter)."""
+    used = {node_id: (cpu or 0, mem or 0, disk or 0) for node_id, cpu, mem, disk in _USED_BY_NODE()}
     gpus: dict[int, set[str]] = {}
-    for node_id, uuids in Attempt.objects.filter(
-        state__in=ATTEMPT_ACTIVE, node__isnull=False, job__gpu_count__gt=0
-    ).values_list("node_id", "gpu_uuids"):
+    for node_id, uuids in _GPUS_BY_NODE():
         gpus.setdefault(node_id, set()).update(uuids or [])
     out = []
     for node in nodes:
@@ -155,25 +167,45 @@ def checkpoint_lead(job: Job) -> float | None:
     return float(grace) + settings.EULER_WINDOW_CHECK_INTERVAL
 
 
-def project_limits(project_ids: set[int], *, now: datetime | None = None) -> dict[int, ProjectLimit]:
-    """Per project: running jobs against its concurrency cap, its fair-share weight, what its active attempts
-    hold, and (with EULER_FAIRSHARE_HALF_LIFE) its decayed recent usage from the ledger."""
-    from quotas.models import Project, Quota
+def _caps(project_ids):
+    from quotas.models import Quota
 
-    active = dict(
+    return Quota.objects.filter(project_id__in=project_ids).values_list("project_id", "max_concurrent_jobs")
+
+
+def _weights(project_ids):
+    from quotas.models import Project
+
+    return Project.objects.filter(pk__in=project_ids).order_by().values_list("pk", "weight")
+
+
+_ACTIVE_BY_PROJECT = Prepared(
+    lambda project_ids: (
         Job.objects.filter(project_id__in=project_ids, state__in=ACTIVE)
         .values("project_id")
         .annotate(n=Count("id"))
         .values_list("project_id", "n")
     )
-    caps = dict(Quota.objects.filter(project_id__in=project_ids).values_list("project_id", "max_concurrent_jobs"))
-    weights = dict(Project.objects.filter(pk__in=project_ids).values_list("pk", "weight"))
-    held = {
-        row["job__project_id"]: (float(row["cpu"] or 0), float(row["mem"] or 0), float(row["gpus"] or 0))
-        for row in Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, job__project_id__in=project_ids)
+)
+_CAPS = Prepared(_caps)
+_WEIGHTS = Prepared(_weights)
+_HELD = Prepared(
+    lambda project_ids: (
+        Attempt.objects.filter(state__in=ATTEMPT_ACTIVE, job__project_id__in=project_ids)
         .values("job__project_id")
         .annotate(cpu=Sum("cpu_milli"), mem=Sum("memory_bytes"), gpus=Sum("job__gpu_count"))
-    }
+        .values_list("job__project_id", "cpu", "mem", "gpus")
+    )
+)
+
+
+def project_limits(project_ids: set[int], *, now: datetime | None = None) -> dict[int, ProjectLimit]:
+    """Per project: running jobs against its concurrency cap, its fair-share weight, what its active attempts
+    hold, and (with EULER_FAIRSHARE_HALF_LIFE) its decayed recent usage from the ledger."""
+    active = dict(_ACTIVE_BY_PROJECT(project_ids))
+    caps = dict(_CAPS(project_ids))
+    weights = dict(_WEIGHTS(project_ids))
+    held = {pid: (float(cpu or 0), float(mem or 0), float(gpus or 0)) for pid, cpu, mem, gpus in _HELD(project_ids)}
     half_life = settings.EULER_FAIRSHARE_HALF_LIFE
     recent = recent_usage(project_ids, now=now or timezone.now(), half_life=half_life) if half_life > 0 else {}
     out = {}

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 
+from euler.prepared import Prepared
 from jobs import transitions
 from jobs.models import Attempt, Job
 from jobs.scheduling import isolation as tiers
@@ -18,6 +19,13 @@ from jobs.scheduling.snapshots import NodeSnapshot, Placement
 from jobs.states import AttemptState
 
 Added = dict[int, list]  # node id -> [millicores, memory bytes, GPU UUIDs (set), disk bytes] this batch placed
+
+
+_ATTEMPT_COUNTS = Prepared(
+    lambda job_ids: (
+        Attempt.objects.filter(job_id__in=job_ids).values("job_id").annotate(n=Count("id")).values_list("job_id", "n")
+    )
+)
 
 
 def assign(
@@ -32,12 +40,7 @@ def assign(
     they take per node."""
     placements = list(placements)
     placed_jobs, attempts, added = [], [], {}
-    numbers = dict(
-        Attempt.objects.filter(job_id__in=[p.job_id for p in placements])
-        .values("job_id")
-        .annotate(n=Count("id"))
-        .values_list("job_id", "n")
-    )
+    numbers = dict(_ATTEMPT_COUNTS([p.job_id for p in placements]))
     for p in placements:
         job = by_id[p.job_id]
         placed_jobs.append(job)
