@@ -9,7 +9,7 @@ database and argument shape, with marker values in place of the arguments; finds
 statement's parameters; and from then on runs that statement with the call's own values in their places, making
 the rows what the ORM makes of them (its column converters: JSON, dates; its model instances).
 
-The arguments: ints, strings, datetimes, or collections of ints or strings (an `__in` list: run sorted and without
+The arguments: ints, strings, datetimes, dates, or collections of ints or strings (an `__in` list: run sorted and without
 duplicates, as an SQL IN means). The shape is each argument's kind and a collection's length; a statement that the
 ORM finds empty for a shape (an empty IN that its WHERE needs) gives no rows, as the ORM's EmptyResultSet. A build
 that transforms an argument instead of passing it through (its marker is not among the parameters), or that
@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from django.db import connections
 from django.db.models import QuerySet
@@ -38,26 +38,30 @@ from django.db.transaction import TransactionManagementError
 _INT_MARK = -7_340_000_000_000  # markers: values that no query of ours holds as a constant
 _STR_MARK = "\x1fprepared-marker-{}\x1f"
 _TIME_MARK = datetime(1901, 2, 3, 4, 5, 6)  # noqa: DTZ001 - naive on purpose when USE_TZ is off; made aware below
+_DAY_MARK = date(1801, 2, 3)
 
+MAX_ITEMS = 64  # a collection longer than this is run through the ORM: no statement kept per length past it
 _EMPTY = object()  # the shape's statement selects nothing (an empty IN)
 
 
 def _kind(value) -> tuple:
     if isinstance(value, bool) or value is None:
-        raise TypeError(f"prepared queries take ints, strings, datetimes or collections of them, not {value!r}")
+        raise TypeError(f"prepared queries take ints, strings, datetimes, dates or collections of them, not {value!r}")
     if isinstance(value, int):
         return ("int",)
     if isinstance(value, str):
         return ("str",)
     if isinstance(value, datetime):
         return ("time", value.tzinfo is not None)
+    if isinstance(value, date):
+        return ("day",)
     if isinstance(value, Collection):
         items = set(value)
         kinds = {_kind(item)[0] for item in items}
         if not kinds <= {"int"} and not kinds <= {"str"}:
             raise TypeError(f"a prepared query's collection holds ints or strings, not {kinds}")
         return ("many", len(items), kinds.pop() if kinds else "int")
-    raise TypeError(f"prepared queries take ints, strings, datetimes or collections of them, not {type(value)}")
+    raise TypeError(f"prepared queries take ints, strings, datetimes, dates or collections of them, not {type(value)}")
 
 
 class Prepared:
@@ -74,6 +78,8 @@ class Prepared:
     def __call__(self, *args) -> list:
         values = [sorted(set(a)) if isinstance(a, Collection) and not isinstance(a, str) else a for a in args]
         shape = tuple(_kind(a) for a in args)
+        if any(kind[0] == "many" and kind[1] > MAX_ITEMS for kind in shape):
+            return list(self.build(*values))  # a long IN: the ORM's building is small beside its rows; no plan kept
         plan = self._plans.get(shape)
         if plan is None:
             plan = self._plans[shape] = self._plan(shape)
@@ -83,7 +89,7 @@ class Prepared:
         if plan.locks and connection.features.has_select_for_update and connection.get_autocommit():
             raise TransactionManagementError("select_for_update cannot be used outside of a transaction.")
         params = [values[i] if j is None else values[i][j] if j >= 0 else const for i, j, const in plan.slots]
-        params = [connection.ops.adapt_datetimefield_value(p) if isinstance(p, datetime) else p for p in params]
+        params = [_adapt(connection, p) for p in params]
         with connection.cursor() as cursor:
             cursor.execute(plan.sql, params)
             rows = cursor.fetchall()
@@ -124,6 +130,8 @@ class Prepared:
                 mark = _INT_MARK - n
             elif kind[0] == "str":
                 mark = _STR_MARK.format(n)
+            elif kind[0] == "day":
+                mark = _DAY_MARK + timedelta(days=n)
             else:
                 mark = _TIME_MARK + timedelta(microseconds=n)
                 if kind[1]:
@@ -144,11 +152,11 @@ class Prepared:
         connection = connections[queryset.db]
         adapted = {}
         for mark, where in marks.items():
-            key = connection.ops.adapt_datetimefield_value(mark) if isinstance(mark, datetime) else mark
+            key = _adapt(connection, mark)
             adapted[key] = where
         slots, found = [], set()
         for param in params:
-            passed = isinstance(param, (int, str, datetime)) and not isinstance(param, bool)
+            passed = isinstance(param, (int, str, date)) and not isinstance(param, bool)
             where = adapted.get(param) if passed else None
             if where is None:
                 slots.append((0, -1, param))
@@ -178,6 +186,15 @@ class Prepared:
             models=_instances(queryset.db, compiler) if models else None,
             locks=queryset.query.select_for_update,
         )
+
+
+def _adapt(connection, value):
+    """A datetime or date as the ORM passes it to this database (SQLite: text; PostgreSQL: as it is)."""
+    if isinstance(value, datetime):
+        return connection.ops.adapt_datetimefield_value(value)
+    if isinstance(value, date):
+        return connection.ops.adapt_datefield_value(value)
+    return value
 
 
 @dataclass(frozen=True)

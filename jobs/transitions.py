@@ -226,7 +226,7 @@ def ended(jobs: list[Job], *, now: datetime) -> None:
     while jobs:
         job_ids = {job.pk for job in jobs}
         array_ids = {job.array_id for job in jobs if job.array_id}
-        for array in JobArray.objects.select_for_update().filter(pk__in=array_ids).order_by("pk"):
+        for array in JobArray.objects.select_for_update().filter(pk__in=array_ids).order_by("pk") if array_ids else ():
             admit(array, now=now)
         never, ready = deps.settle(job_ids=job_ids, array_ids=array_ids)
         if not never and not ready:

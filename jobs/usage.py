@@ -9,6 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 from django.db import transaction
 
 from euler.errors import QuotaExceeded
+from euler.prepared import Prepared
 from quotas.ledger import ledger_add
 
 
@@ -97,20 +98,48 @@ def meter(*, attempt_id: int, until: datetime, row: dict | None = None) -> float
     return (until - since).total_seconds()
 
 
+def _quota(project_id):
+    from quotas.models import Quota
+
+    return Quota.objects.filter(project_id=project_id).order_by("pk").values_list("cpu_core_seconds", "gpu_seconds")[:1]
+
+
+def _used(project_id, start, end, resources):
+    from django.db.models import Sum
+
+    from quotas.models import UsageEntry
+
+    return (
+        UsageEntry.objects.filter(project_id=project_id, day__gte=start, day__lt=end, resource__in=resources)
+        .values("resource")
+        .annotate(total=Sum("amount"))
+        .values_list("resource", "total")
+    )
+
+
+# Every submit reads both (euler/prepared.py): the ledger's sums as quotas.selectors.project_usage reads them.
+_QUOTA = Prepared(_quota)
+_USED = Prepared(_used)
+
+
 def check_budget(*, project, gpu_count: int) -> None:
     """429 quota_exceeded when the period's CPU budget (or GPU budget, for a GPU job) is spent."""
-    from quotas.models import Quota
-    from quotas.selectors import project_usage
+    from django.utils import timezone
 
-    quota = Quota.objects.filter(project=project).first()
+    from quotas.periods import period_bounds
+
+    quota = _QUOTA.first(project.pk)
     if quota is None:
         return
-    used = project_usage(project)
-    wanted = [("cpu_core_seconds", quota.cpu_core_seconds)]
+    wanted = [("cpu_core_seconds", quota[0])]
     if gpu_count:
-        wanted.append(("gpu_seconds", quota.gpu_seconds))
+        wanted.append(("gpu_seconds", quota[1]))
+    start, end = period_bounds(timezone.now())
+    used = dict.fromkeys((r for r, _ in wanted), 0.0)
+    for resource, total in _USED(project.pk, start.date(), end.date(), list(used)):
+        used[resource] = float(total or 0)
     for resource, limit in wanted:
-        if used.get(resource, 0.0) >= limit:
+        if used[resource] >= limit:
             raise QuotaExceeded(
                 f"The project has used its {resource.replace('_', ' ')} budget for this period "
                 f"({used[resource]:.0f} of {limit}).",

@@ -33,9 +33,10 @@ def request_pass() -> None:
     try:
         from euler.redis import client
 
-        r = client()
-        r.set(redis_key("dirty"), 1)
-        if not r.set(redis_key("requested"), 1, nx=True, ex=30):
+        pipe = client().pipeline(transaction=False)  # one round trip for both flags
+        pipe.set(redis_key("dirty"), 1)
+        pipe.set(redis_key("requested"), 1, nx=True, ex=30)
+        if not pipe.execute()[1]:
             return
     except Exception as exc:  # noqa: BLE001 - without Redis, enqueue anyway
         log.warning("scheduler flags unavailable: %s", type(exc).__name__)

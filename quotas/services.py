@@ -13,6 +13,7 @@ from django.utils.text import slugify
 import audit
 from euler import tokens
 from euler.errors import Forbidden, InvalidInput, NotFound, QuotaExceeded
+from euler.prepared import Prepared
 from quotas import roles
 from quotas.models import ApiKey, Membership, Project, Quota, Role
 
@@ -181,18 +182,25 @@ def apikeys_follow_member(*, project_id: int, user_id: int, role: str | None, re
     return changed
 
 
+def _key_query(prefix: str):
+    creator_role = Membership.objects.filter(project_id=OuterRef("project_id"), user_id=OuterRef("created_by_id"))
+    return (
+        ApiKey.objects.select_related("project")
+        .annotate(creator_role=Subquery(creator_role.values("role")[:1]))
+        .filter(prefix=prefix)
+        .order_by("pk")[:1]
+    )
+
+
+_KEY = Prepared(_key_query)  # every request with a key reads it (euler/prepared.py)
+
+
 def apikey_authenticate(*, raw: str) -> ApiKey | None:
     """The active key for a presented secret, or None. Constant-time on the hash."""
     lookup = tokens.split(API_KEY_PREFIX, raw)
     if lookup is None:
         return None
-    creator_role = Membership.objects.filter(project_id=OuterRef("project_id"), user_id=OuterRef("created_by_id"))
-    key = (
-        ApiKey.objects.select_related("project")
-        .annotate(creator_role=Subquery(creator_role.values("role")[:1]))
-        .filter(prefix=lookup)
-        .first()
-    )
+    key = _KEY.first(lookup)
     if key is None or key.revoked_at is not None or not tokens.matches(raw, key.key_hash):
         return None
     key.acting_role = roles.effective_key_role(

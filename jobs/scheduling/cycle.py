@@ -98,6 +98,15 @@ _ASSIGNED_COUNT = Prepared(
 )
 
 
+_QUEUED_LOCKED = Prepared(
+    lambda ids: (
+        Job.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(pk__in=ids, state=JobState.QUEUED)
+        .defer("env")
+    )
+)
+
+
 @transaction.atomic
 def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     """One batch in one transaction: lock its queued jobs, plan, hand over, note why the rest waits."""
@@ -105,11 +114,7 @@ def _batch(*, now: datetime, ids: list[int], rows: dict) -> PassStats:
     if not _advisory_lock():
         stats.busy = True
         return stats
-    jobs = list(
-        Job.objects.select_for_update(skip_locked=True, of=("self",))
-        .filter(pk__in=ids, state=JobState.QUEUED)
-        .defer("env")
-    )
+    jobs = _QUEUED_LOCKED(ids)
     if not jobs:
         return stats
     by_id = {job.pk: job for job in jobs}

@@ -25,6 +25,7 @@ def world(project, other_project, make_node, submit, schedule, make_user, client
     from jobs.models import Attempt, Preemption
     from jobs.workflow_models import Dependency
     from nodes.models import EnrollmentToken
+    from quotas.ledger import ledger_add
     from quotas.services import apikey_create
 
     lender = make_user("lena")
@@ -50,6 +51,8 @@ def world(project, other_project, make_node, submit, schedule, make_user, client
         preemptor_id=queued["id"], victim_id=jobs[0]["id"], victim_attempt=attempts[0], node=plain, created_at=now
     )
     Dependency.objects.create(job_id=jobs[3]["id"], on_job_id=jobs[1]["id"], condition="succeeded")
+    ledger_add(project_id=project.pk, resource="cpu_core_seconds", amount=12.5, day=now.date())
+    ledger_add(project_id=project.pk, resource="gpu_seconds", amount=3.0, day=now.date())
     return {
         "projects": [project.pk, other_project.pk],
         "nodes": [plain.pk, gpu.pk, lent.pk],
@@ -78,9 +81,13 @@ def _same(prepared: Prepared, *args) -> None:
 
 
 def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(world):
-    from jobs import deps, fencing, node_hooks, selectors, wakeups
+    from jobs import deps, fencing, node_hooks, selectors, usage, wakeups
     from jobs.scheduling import claims, cycle, loading, saving
     from lending import ledger
+    from quotas import services as quota_services
+    from quotas.models import ApiKey
+
+    today = timezone.now().date()
 
     projects, nodes, jobs, attempts = world["projects"], world["nodes"], world["jobs"], world["attempts"]
     runs = [
@@ -96,6 +103,7 @@ def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(worl
         runs += [(q, ids) for q in (loading._ACTIVE_BY_PROJECT, loading._CAPS, loading._WEIGHTS, loading._HELD)]
     for ids in (jobs[:1], jobs, [jobs[0], jobs[0], jobs[1]], []):
         runs += [(saving._ATTEMPT_COUNTS, ids), (deps._ANY_PENDING_ON, ids, []), (deps._ANY_PENDING_ON, [], ids)]
+        runs.append((cycle._QUEUED_LOCKED, ids))
     for node_id in [*nodes, 10**9]:
         runs += [(q, node_id) for q in (node_hooks._OUTSTANDING_ON, node_hooks._STOPS_ON, node_hooks._ASSIGNED_ON)]
     for ids in (nodes, nodes[1:], [nodes[2]], []):
@@ -106,6 +114,13 @@ def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(worl
         runs.append((fencing._WITH_JOB_LOCKED, attempt_id))
 
     read_rows = set()
+    for project_id in [*projects, 10**9]:
+        runs.append((usage._QUOTA, project_id))
+        for resources in (["cpu_core_seconds"], ["cpu_core_seconds", "gpu_seconds"]):
+            for start, end in ((today, today + timedelta(days=1)), (today - timedelta(days=40), today)):
+                runs.append((usage._USED, project_id, start, end, resources))
+    for prefix in [*ApiKey.objects.values_list("prefix", flat=True), "nosuchprefix"]:
+        runs.append((quota_services._KEY, prefix))
     for job_id in [*jobs, 10**9]:
         for project_id in projects:
             runs += [(q, project_id, job_id) for q in (selectors._JOB, *selectors._RELATED.values())]
@@ -153,6 +168,12 @@ def test_arguments_of_each_kind_and_shape(world):
     )
     assert sorted(either([], ["a0", "g"])) == sorted(either.build([], ["a0", "g"]))
     assert either([], []) == []
+
+    names = ["queued", *(f"state-{i}" for i in range(80))]
+    assert states(names) == list(states.build(names)) and len(states._plans) == 3  # past MAX_ITEMS: the ORM, no plan
+    many = [*world["jobs"], *range(10**9, 10**9 + 80)]
+    by_ids = Prepared(lambda ids: Job.objects.filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
+    assert by_ids(many) == sorted(world["jobs"]) and by_ids._plans == {}
 
     json_and_times = Prepared(lambda: Attempt.objects.order_by("pk").values_list("gpu_uuids", "started_at", "node_id"))
     assert json_and_times() == list(json_and_times.build())
