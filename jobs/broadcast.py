@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import weakref
 
 from asgiref.sync import async_to_sync
@@ -77,10 +78,34 @@ def send(moves: list[Move]) -> None:
             # In a web process: sent from its event loop, in order, while the request (a node's report, a cancel)
             # is answered; the node's next report no longer waits for the watchers to be told.
             loop.call_soon_threadsafe(_queue_send, loop, layer, moves)
+        elif type(layer).__module__.startswith("channels_redis"):
+            # Elsewhere (the scheduler's worker): on this process's own sender loop, whose connections last.
+            asyncio.run_coroutine_threadsafe(_send_all(layer, moves), _sender_loop()).result(timeout=SEND_TIMEOUT)
         else:
             async_to_sync(_send_all)(layer, moves)
     except Exception as exc:  # noqa: BLE001 - a missed broadcast must not undo a committed transition
         log.warning("job state broadcast of %d moves failed: %s", len(moves), type(exc).__name__)
+
+
+SEND_TIMEOUT = 10.0  # seconds a worker's send may take (Redis unreachable: the moves are logged as not told)
+_sender: tuple[int, asyncio.AbstractEventLoop] | None = None
+_sender_lock = threading.Lock()
+
+
+def _sender_loop() -> asyncio.AbstractEventLoop:
+    """This process's own event loop for broadcasts, on a daemon thread, started at its first send (a forked child
+    starts its own). async_to_sync made a loop, a thread and, in channels_redis (which keeps its Redis pools per
+    loop), new connections for every send: ~1 ms of a worker's CPU per scheduling pass."""
+    global _sender
+    with _sender_lock:
+        if _sender is None or _sender[0] != os.getpid() or not _sender[1].is_running():
+            loop = asyncio.new_event_loop()
+            running = threading.Event()
+            loop.call_soon(running.set)
+            threading.Thread(target=loop.run_forever, daemon=True, name="euler-broadcast").start()
+            running.wait(SEND_TIMEOUT)
+            _sender = (os.getpid(), loop)
+        return _sender[1]
 
 
 def _serving_loop() -> asyncio.AbstractEventLoop | None:

@@ -74,3 +74,33 @@ def test_without_an_event_loop_serving_the_thread_the_move_is_sent_before_return
     monkeypatch.setattr("channels.layers.get_channel_layer", lambda *args: Layer())
     broadcast.on_commit([(7, "cancelled", "")])  # a Celery task, the admin: async_to_sync, as before
     assert sent == [("jobs.7", {"type": "job.state", "state": "cancelled", "terminal": True})]
+
+
+def test_a_workers_sends_go_out_in_order_on_one_loop_of_its_own_with_the_real_layer(settings):
+    """A scheduling pass's moves (a Celery worker: no event loop serves the thread) through channels_redis: each
+    send runs on the process's one sender loop, whose Redis connections last, instead of a loop, a thread and new
+    connections each time; the watchers get them in their order."""
+    import threading
+
+    import config.settings as shipped
+
+    settings.CHANNEL_LAYERS = shipped.CHANNEL_LAYERS
+    layer = get_channel_layer()
+    assert type(layer).__name__ == "RedisChannelLayer"
+
+    def worker():  # what a pass does after its commit
+        for state in ("assigned", "running", "succeeded"):
+            broadcast.on_commit([(8, state, "")])
+        return broadcast._sender_loop()
+
+    async def main() -> tuple:
+        channel = await layer.new_channel()
+        await layer.group_add(broadcast.group_name(8), channel)
+        loop = await asyncio.to_thread(worker)
+        again = await asyncio.to_thread(worker)
+        return loop, again, [await asyncio.wait_for(layer.receive(channel), timeout=10) for _ in range(6)]
+
+    loop, again, got = asyncio.run(main())
+    assert loop is again and loop.is_running()
+    assert [t.name for t in threading.enumerate()].count("euler-broadcast") == 1
+    assert [m["state"] for m in got] == ["assigned", "running", "succeeded"] * 2
