@@ -229,3 +229,60 @@ def _instances(db: str, compiler) -> Callable[[list], list]:
         return out
 
     return make
+
+
+# Writes of one row by its primary key, as Model.save() makes them, without its per-call building: a statement per
+# model and field set, its values prepared by each field as save() prepares them (auto_now, JSON, encryption).
+_WRITES: dict[tuple, str] = {}
+
+
+def _watched(model) -> bool:
+    from django.db.models import signals
+
+    return signals.pre_save.has_listeners(model) or signals.post_save.has_listeners(model)
+
+
+def update_fields(obj, names) -> None:
+    """`obj.save(update_fields=names)`: the same row written, the same error when it is gone; a model that a
+    pre_save or post_save receiver watches is saved through save() itself."""
+    model = type(obj)
+    if _watched(model) or model._meta.parents:
+        obj.save(update_fields=names)
+        return
+    names = tuple(dict.fromkeys(names))
+    connection = connections[obj._state.db or "default"]
+    fields = [model._meta.get_field(name) for name in names]
+    key = ("update", model, names, connection.alias)
+    sql = _WRITES.get(key)
+    if sql is None:
+        qn = connection.ops.quote_name
+        sets = ", ".join(f"{qn(f.column)} = %s" for f in fields)
+        sql = _WRITES[key] = f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {qn(model._meta.pk.column)} = %s"
+    params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, obj.pk])
+        if cursor.rowcount != 1:
+            from django.db import DatabaseError
+
+            raise DatabaseError("Save with update_fields did not affect any rows.")
+
+
+def insert(obj) -> None:
+    """`obj.save()` of a new row whose id the caller does not need (the instance gets none); a watched model, or
+    one whose primary key is not the database's to choose, through save() itself."""
+    model = type(obj)
+    meta = model._meta
+    if _watched(model) or meta.parents or not meta.pk.db_returning or obj.pk is not None:
+        obj.save(force_insert=True)
+        return
+    connection = connections[obj._state.db or "default"]
+    fields = [f for f in meta.concrete_fields if f is not meta.pk]
+    key = ("insert", model, connection.alias)
+    sql = _WRITES.get(key)
+    if sql is None:
+        qn = connection.ops.quote_name
+        columns = ", ".join(qn(f.column) for f in fields)
+        sql = _WRITES[key] = f"INSERT INTO {qn(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)

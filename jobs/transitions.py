@@ -12,6 +12,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
+from euler import prepared
 from euler.errors import Conflict
 from jobs import broadcast
 from jobs.models import Attempt, Job, JobEvent
@@ -73,9 +74,10 @@ def move(
         fields.setdefault("pending_reason", "")
     for name, value in fields.items():
         setattr(job, name, value)
-    job.save(update_fields=["state", "updated_at", *fields])
-    JobEvent.objects.create(
-        job=job, attempt=attempt, from_state=source, to_state=to, reason=why[:32], message=note[:1000]
+    # Each move's two writes as save() and create() make them, compiled once (euler/prepared.py).
+    prepared.update_fields(job, ["state", "updated_at", *fields])
+    prepared.insert(
+        JobEvent(job=job, attempt=attempt, from_state=source, to_state=to, reason=why[:32], message=note[:1000])
     )
     events_written_on_commit()
     at = attempt.node_name if attempt is not None and to in (JobState.ASSIGNED, JobState.RUNNING) else ""
@@ -88,7 +90,7 @@ def move(
 def created(job: Job) -> None:
     """A new job's first event. Not broadcast: nobody can be watching a job before its creation commits (a log
     socket is accepted only for a job it can read), and the submit's reply would wait for a send to nobody."""
-    JobEvent.objects.create(job=job, from_state="", to_state=job.state, message="submitted")
+    prepared.insert(JobEvent(job=job, from_state="", to_state=job.state, message="submitted"))
     events_written_on_commit()
 
 

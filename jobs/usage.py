@@ -123,12 +123,14 @@ _USED = Prepared(_used)
 
 
 def check_budget(*, project, gpu_count: int) -> None:
-    """429 quota_exceeded when the period's CPU budget (or GPU budget, for a GPU job) is spent."""
+    """429 quota_exceeded when the period's CPU budget (or GPU budget, for a GPU job) is spent. `project`: the
+    project or its id."""
     from django.utils import timezone
 
     from quotas.periods import period_bounds
 
-    quota = _QUOTA.first(project.pk)
+    project_id = getattr(project, "pk", project)
+    quota = _QUOTA.first(project_id)
     if quota is None:
         return
     wanted = [("cpu_core_seconds", quota[0])]
@@ -136,7 +138,7 @@ def check_budget(*, project, gpu_count: int) -> None:
         wanted.append(("gpu_seconds", quota[1]))
     start, end = period_bounds(timezone.now())
     used = dict.fromkeys((r for r, _ in wanted), 0.0)
-    for resource, total in _USED(project.pk, start.date(), end.date(), list(used)):
+    for resource, total in _USED(project_id, start.date(), end.date(), list(used)):
         used[resource] = float(total or 0)
     for resource, limit in wanted:
         if used[resource] >= limit:

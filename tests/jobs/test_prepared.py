@@ -250,3 +250,37 @@ def test_a_jobs_read_sets_its_related_rows_as_prefetch_related_does(world, proje
         assert list(job.events.all().filter(to_state="queued")) == list(want.events.all().filter(to_state="queued"))
     with pytest.raises(NotFound):
         selectors.job_get(project=project, job_id=world["jobs"][3])  # the other project's
+
+
+def test_a_rows_writes_are_those_of_save(world):
+    from django.db import DatabaseError
+
+    from euler import prepared
+    from jobs.models import Job, JobEvent
+
+    def row(job_id: int) -> dict:
+        return Job.objects.filter(pk=job_id).values().get()
+
+    a, b = (Job.objects.defer("env").get(pk=pk) for pk in world["jobs"][:2])
+    later = timezone.now() + timedelta(hours=1)
+    for job, write in ((a, prepared.update_fields), (b, lambda obj, names: obj.save(update_fields=names))):
+        before = row(job.pk)["updated_at"]
+        job.state, job.exit_code, job.reason, job.not_before, job.current_attempt = "failed", 3, "x", later, None
+        job.node_selector = {"zone": "b"}
+        write(job, ["state", "updated_at", "exit_code", "reason", "not_before", "current_attempt", "node_selector"])
+        assert row(job.pk)["updated_at"] > before  # auto_now, as save() sets it
+    fields = ("state", "exit_code", "reason", "not_before", "current_attempt_id", "node_selector", "updated_at")
+    assert {k: row(a.pk)[k] for k in fields[:-1]} == {k: row(b.pk)[k] for k in fields[:-1]}
+    assert row(a.pk)["updated_at"] == a.updated_at  # the instance holds what was written, as after save()
+
+    gone = Job.objects.defer("env").get(pk=world["jobs"][2])
+    Job.objects.filter(pk=gone.pk).delete()
+    with pytest.raises(DatabaseError, match="did not affect any rows"):
+        prepared.update_fields(gone, ["state"])
+
+    prepared.insert(JobEvent(job=a, from_state="queued", to_state="failed", reason="r", message="m"))
+    JobEvent.objects.create(job=b, from_state="queued", to_state="failed", reason="r", message="m")
+    mine, theirs = (JobEvent.objects.filter(job=j).order_by("-id").values().first() for j in (a, b))
+    assert mine["created_at"] is not None and mine["attempt_id"] is None
+    drop = ("id", "job_id", "created_at")
+    assert {k: v for k, v in mine.items() if k not in drop} == {k: v for k, v in theirs.items() if k not in drop}

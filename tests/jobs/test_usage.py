@@ -57,6 +57,14 @@ def test_a_spent_budget_refuses_new_jobs_with_429(project, api):
     r = api.post("/api/v1/jobs", seed_body(), format="json")
     assert r.status_code == 429 and r.json()["code"] == "quota_exceeded"
     assert r.json()["resource"] == "cpu_core_seconds"
+    # The project or its id (a service's update names its project by id): the same answer.
+    from euler.errors import QuotaExceeded
+
+    for who in (project, project.pk):
+        with pytest.raises(QuotaExceeded):
+            usage.check_budget(project=who, gpu_count=0)
+    Quota.objects.filter(project=project).update(cpu_core_seconds=1000)
+    usage.check_budget(project=project.pk, gpu_count=0)  # 200 of 1000: room
 
 
 @pytest.mark.django_db
