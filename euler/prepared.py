@@ -9,12 +9,16 @@ database and argument shape, with marker values in place of the arguments; finds
 statement's parameters; and from then on runs that statement with the call's own values in their places, making
 the rows what the ORM makes of them (its column converters: JSON, dates; its model instances).
 
-The arguments: ints, strings, datetimes, dates, or collections of ints or strings (an `__in` list: run sorted and without
-duplicates, as an SQL IN means). The shape is each argument's kind and a collection's length; a statement that the
-ORM finds empty for a shape (an empty IN that its WHERE needs) gives no rows, as the ORM's EmptyResultSet. A build
-that transforms an argument instead of passing it through (its marker is not among the parameters), or that
-prefetches, raises at its first call: a programming error, which tests/jobs/test_prepared.py finds by running every
-prepared query of the project against its ORM build.
+The arguments: ints, strings, datetimes, dates, or collections of ints or strings (an `__in` list: run sorted and
+without duplicates, as an SQL IN means; past MAX_ITEMS the ORM builds it). The shape is each argument's kind and a
+collection's length; a statement that the ORM finds empty for a shape (an empty IN that its WHERE needs) gives no
+rows, as the ORM's EmptyResultSet. A build that transforms an argument instead of passing it through (its marker is
+not among the parameters), or that prefetches, raises at its first call: a programming error, which
+tests/jobs/test_prepared.py finds by running every prepared query of the project against its ORM build. Whatever
+else a build reads (a constant, a setting) is read once, at its shape's first call: what changes is an argument.
+
+`update_fields(obj, names)` and `insert(obj)` are a row's writes by its primary key as save() makes them, their
+statement built once per model and field set.
 """
 
 from __future__ import annotations
