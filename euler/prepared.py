@@ -290,3 +290,45 @@ def insert(obj) -> None:
     params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def update_where(model, pk, values: dict, **where) -> int:
+    """`model.objects.filter(pk=pk, **where).update(**values)` for equality (None: IS NULL) and `<field>__in`
+    conditions on the row's own columns: how many rows it changed (0 or 1), its statement built once per model,
+    field set and condition shape. Values are prepared by their fields as update() prepares them."""
+    connection = connections["default"]
+    meta = model._meta
+    sets = [(meta.get_field(name), value) for name, value in values.items()]
+    conds = []
+    for lookup, value in where.items():
+        name, _, op = lookup.partition("__")
+        if op not in ("", "in"):
+            raise ValueError(f"update_where takes equality and __in conditions, not {lookup}")
+        conds.append((meta.get_field(name), op, value))
+    key = (
+        "update_where",
+        model,
+        tuple((f.name, value is None) for f, value in sets),
+        tuple((f.name, op, len(value) if op else value is None) for f, op, value in conds),
+    )
+    sql = _WRITES.get(key)
+    if sql is None:
+        qn = connection.ops.quote_name
+        assign = ", ".join(f"{qn(f.column)} = NULL" if v is None else f"{qn(f.column)} = %s" for f, v in sets)
+        tests = [f"{qn(meta.pk.column)} = %s"]
+        for f, op, value in conds:
+            if op:
+                tests.append(f"{qn(f.column)} IN ({', '.join(['%s'] * len(value))})")
+            else:
+                tests.append(f"{qn(f.column)} IS NULL" if value is None else f"{qn(f.column)} = %s")
+        sql = _WRITES[key] = f"UPDATE {qn(meta.db_table)} SET {assign} WHERE {' AND '.join(tests)}"
+    params = [f.get_db_prep_save(v, connection) for f, v in sets if v is not None]
+    params.append(meta.pk.get_db_prep_value(pk, connection))
+    for f, op, value in conds:
+        if op:
+            params.extend(f.get_db_prep_value(v, connection) for v in value)
+        elif value is not None:
+            params.append(f.get_db_prep_value(value, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount

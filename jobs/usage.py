@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import transaction
 
+from euler import prepared
 from euler.errors import QuotaExceeded
 from euler.prepared import Prepared
 from quotas.ledger import ledger_add
@@ -81,12 +82,11 @@ def meter(*, attempt_id: int, until: datetime, row: dict | None = None) -> float
     if until <= since:
         return 0.0
     with transaction.atomic(savepoint=False):  # the caller's transaction, when there is one, is the unit
-        moved = Attempt.objects.filter(pk=attempt_id)
-        if row["metered_until"] is None:
-            moved = moved.filter(metered_until__isnull=True)
-        else:
-            moved = moved.filter(metered_until=row["metered_until"])
-        if moved.update(metered_until=until) != 1:
+        # The mark moves only from where it was read (None: IS NULL).
+        if (
+            prepared.update_where(Attempt, attempt_id, {"metered_until": until}, metered_until=row["metered_until"])
+            != 1
+        ):
             return 0.0
         book_attempt(
             project_id=row["job__project_id"],

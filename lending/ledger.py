@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from euler import prepared
 from euler.prepared import Prepared
 
 GIB = 1024**3
@@ -121,7 +122,8 @@ def entry_for(row: dict, lender: tuple[int, str] | None):
 
 
 def record(*, attempt_id: int):
-    """Write the ended attempt's entry; a second call for the same attempt adds nothing (unique attempt_ref).
+    """Write the ended attempt's entry and return it (without its id); a second call for the same attempt adds
+    nothing and returns None (unique attempt_ref).
 
     Runs inside the transaction that ended the attempt (jobs.signals.attempt_ended), so the entry commits or rolls
     back with the ending itself: no ended attempt without its entry, no entry for an attempt still running.
@@ -136,7 +138,7 @@ def record(*, attempt_id: int):
     entry = entry_for(row, lender)
     try:
         with transaction.atomic():  # a savepoint: a duplicate leaves the caller's transaction usable
-            entry.save()
+            prepared.insert(entry)  # as save() writes it, its statement built once (the entry gets no id)
     except IntegrityError:
         return None  # already recorded
     return entry

@@ -284,3 +284,27 @@ def test_a_rows_writes_are_those_of_save(world):
     assert mine["created_at"] is not None and mine["attempt_id"] is None
     drop = ("id", "job_id", "created_at")
     assert {k: v for k, v in mine.items() if k not in drop} == {k: v for k, v in theirs.items() if k not in drop}
+
+
+def test_a_conditional_update_is_that_of_queryset_update(world):
+    from euler import prepared
+    from jobs.models import Attempt
+
+    a, b = world["attempts"][2], world["attempts"][3]  # assigned, not yet running
+    now = timezone.now()
+    values = {"state": "running", "started_at": now, "container_id": "c1", "gpu_stats": [{"i": 1}], "exit_code": None}
+    assert prepared.update_where(Attempt, a, values, state="assigned") == 1
+    assert Attempt.objects.filter(pk=b, state="assigned").update(**values) == 1
+    fields = ("state", "started_at", "container_id", "gpu_stats", "exit_code")
+    assert Attempt.objects.filter(pk=a).values(*fields).get() == Attempt.objects.filter(pk=b).values(*fields).get()
+    # The condition holds no longer: nothing changes, as the ORM's update answers 0.
+    assert prepared.update_where(Attempt, a, {"state": "failed"}, state="assigned") == 0
+    assert prepared.update_where(Attempt, a, {"state": "failed"}, state__in=["queued", "lost"]) == 0
+    assert prepared.update_where(Attempt, a, {"metered_until": now}, metered_until=None) == 1  # IS NULL
+    assert prepared.update_where(Attempt, a, {"metered_until": now}, metered_until=None) == 0
+    later = now + timedelta(seconds=5)
+    assert prepared.update_where(Attempt, a, {"metered_until": later}, metered_until=now) == 1  # a datetime's equality
+    assert prepared.update_where(Attempt, a, {"state": "succeeded"}, state__in=["running", "assigned"]) == 1
+    assert Attempt.objects.filter(pk=a).values_list("state", "metered_until").get() == ("succeeded", later)
+    with pytest.raises(ValueError, match="equality and __in"):
+        prepared.update_where(Attempt, a, {"state": "x"}, started_at__lt=now)
