@@ -271,14 +271,21 @@ def update_fields(obj, names) -> None:
             raise DatabaseError("Save with update_fields did not affect any rows.")
 
 
-def insert(obj) -> None:
-    """`obj.save()` of a new row whose id the caller does not need (the instance gets none); a watched model, or
-    one whose primary key is not the database's to choose, through save() itself."""
+def insert(*objs) -> None:
+    """`obj.save()` of new rows of one model whose ids the caller does not need (the instances get none), in one
+    statement run for each; a watched model, or one whose primary key is not the database's to choose, through
+    save() itself."""
+    if not objs:
+        return
+    obj = objs[0]
     model = type(obj)
     meta = model._meta
-    if _watched(model) or meta.parents or not meta.pk.db_returning or obj.pk is not None:
-        obj.save(force_insert=True)
+    if _watched(model) or meta.parents or not meta.pk.db_returning or any(o.pk is not None for o in objs):
+        for one in objs:
+            one.save(force_insert=True)
         return
+    if any(type(o) is not model for o in objs):
+        raise TypeError("prepared.insert writes rows of one model at a time")
     connection = connections[obj._state.db or "default"]
     fields = [f for f in meta.concrete_fields if f is not meta.pk]
     key = ("insert", model, connection.alias)
@@ -287,18 +294,23 @@ def insert(obj) -> None:
         qn = connection.ops.quote_name
         columns = ", ".join(qn(f.column) for f in fields)
         sql = _WRITES[key] = f"INSERT INTO {qn(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
-    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+    rows = [[f.get_db_prep_save(f.pre_save(one, True), connection) for f in fields] for one in objs]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        if len(rows) == 1:
+            cursor.execute(sql, rows[0])
+        else:
+            cursor.executemany(sql, rows)
 
 
-def update_where(model, pk, values: dict, **where) -> int:
-    """`model.objects.filter(pk=pk, **where).update(**values)` for equality (None: IS NULL) and `<field>__in`
-    conditions on the row's own columns: how many rows it changed (0 or 1), its statement built once per model,
-    field set and condition shape. Values are prepared by their fields as update() prepares them."""
+def update_where(model, pk, values: dict, *, add: dict | None = None, **where) -> int:
+    """`model.objects.filter(pk=pk, **where).update(**values, **{f: F(f) + n for f, n in add.items()})` for
+    equality (None: IS NULL) and `<field>__in` conditions on the row's own columns (`pk` None: no condition on it):
+    how many rows it changed, its statement built once per model, field set and condition shape. Values are
+    prepared by their fields as update() prepares them."""
     connection = connections["default"]
     meta = model._meta
     sets = [(meta.get_field(name), value) for name, value in values.items()]
+    adds = [(meta.get_field(name), value) for name, value in (add or {}).items()]
     conds = []
     for lookup, value in where.items():
         name, _, op = lookup.partition("__")
@@ -308,22 +320,28 @@ def update_where(model, pk, values: dict, **where) -> int:
     key = (
         "update_where",
         model,
+        pk is None,
+        tuple(f.name for f, _ in adds),
         tuple((f.name, value is None) for f, value in sets),
         tuple((f.name, op, len(value) if op else value is None) for f, op, value in conds),
     )
     sql = _WRITES.get(key)
     if sql is None:
         qn = connection.ops.quote_name
-        assign = ", ".join(f"{qn(f.column)} = NULL" if v is None else f"{qn(f.column)} = %s" for f, v in sets)
-        tests = [f"{qn(meta.pk.column)} = %s"]
+        assign = [f"{qn(f.column)} = NULL" if v is None else f"{qn(f.column)} = %s" for f, v in sets]
+        assign += [f"{qn(f.column)} = {qn(f.column)} + %s" for f, _ in adds]
+        tests = [] if pk is None else [f"{qn(meta.pk.column)} = %s"]
         for f, op, value in conds:
             if op:
                 tests.append(f"{qn(f.column)} IN ({', '.join(['%s'] * len(value))})")
             else:
                 tests.append(f"{qn(f.column)} IS NULL" if value is None else f"{qn(f.column)} = %s")
-        sql = _WRITES[key] = f"UPDATE {qn(meta.db_table)} SET {assign} WHERE {' AND '.join(tests)}"
+        sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(assign)}"
+        sql = _WRITES[key] = sql + (f" WHERE {' AND '.join(tests)}" if tests else "")
     params = [f.get_db_prep_save(v, connection) for f, v in sets if v is not None]
-    params.append(meta.pk.get_db_prep_value(pk, connection))
+    params += [f.get_db_prep_value(v, connection) for f, v in adds]
+    if pk is not None:
+        params.append(meta.pk.get_db_prep_value(pk, connection))
     for f, op, value in conds:
         if op:
             params.extend(f.get_db_prep_value(v, connection) for v in value)

@@ -116,7 +116,7 @@ def assign_many(jobs: list[Job], attempts: list[Attempt], *, now: datetime) -> N
             "updated_at = %s WHERE id = %s",
             [(JobState.ASSIGNED, job.current_attempt_id, now, job.pk) for job in jobs],
         )
-    JobEvent.objects.bulk_create(events)
+    prepared.insert(*events)
     events_written_on_commit()
     moves = [(job.pk, JobState.ASSIGNED, attempt.node_name or "") for job, attempt in zip(jobs, attempts, strict=True)]
     broadcast.on_commit(moves)

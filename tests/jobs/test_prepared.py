@@ -284,6 +284,15 @@ def test_a_rows_writes_are_those_of_save(world):
     assert mine["created_at"] is not None and mine["attempt_id"] is None
     drop = ("id", "job_id", "created_at")
     assert {k: v for k, v in mine.items() if k not in drop} == {k: v for k, v in theirs.items() if k not in drop}
+    before = JobEvent.objects.filter(job=a).count()
+    prepared.insert(*(JobEvent(job=a, from_state="queued", to_state="assigned", message=f"m{i}") for i in range(3)))
+    assert list(JobEvent.objects.filter(job=a).order_by("id").values_list("message", flat=True))[before:] == [
+        "m0",
+        "m1",
+        "m2",
+    ]
+    with pytest.raises(TypeError, match="one model"):
+        prepared.insert(JobEvent(job=a, from_state="", to_state="x"), Job(project_id=a.project_id))
 
 
 def test_a_conditional_update_is_that_of_queryset_update(world):
@@ -308,3 +317,21 @@ def test_a_conditional_update_is_that_of_queryset_update(world):
     assert Attempt.objects.filter(pk=a).values_list("state", "metered_until").get() == ("succeeded", later)
     with pytest.raises(ValueError, match="equality and __in"):
         prepared.update_where(Attempt, a, {"state": "x"}, started_at__lt=now)
+
+
+def test_an_addition_to_matching_rows_is_that_of_an_f_update(world, project, other_project):
+    from django.db.models import F
+
+    from euler import prepared
+    from quotas.models import UsageEntry
+
+    today = timezone.now().date()
+    rows = {
+        p.pk: UsageEntry.objects.create(project=p, day=today, resource="gpu_seconds", agent_name="chat", amount=1.5)
+        for p in (project, other_project)
+    }
+    where = {"day": today, "resource": "gpu_seconds", "agent_name": "chat"}
+    assert prepared.update_where(UsageEntry, None, {}, add={"amount": 2.25}, project_id=project.pk, **where) == 1
+    UsageEntry.objects.filter(project=other_project, **where).update(amount=F("amount") + 2.25)
+    assert [UsageEntry.objects.get(pk=r.pk).amount for r in rows.values()] == [3.75, 3.75]
+    assert prepared.update_where(UsageEntry, None, {}, add={"amount": 1.0}, project_id=10**9, **where) == 0
