@@ -1,9 +1,10 @@
 """Queries built by the ORM once, then run as their SQL with new values: the hot paths' reads without the ORM's
 per-call building and compiling.
 
-On this project's hot paths (a scheduling pass, a node's poll, an attempt's reports) a small query costs ~0.6–0.9
-ms of the ORM's Python (filter(), the compiler's as_sql()) against ~0.04 ms to run its SQL: most of a pass's 17 ms
-was building the same dozen statements again. `Prepared(build)` calls `build(*args)` (a function returning a
+On this project's hot paths (a scheduling pass, a node's poll, an attempt's reports) a query cost more in the ORM's
+Python (filter(), the compiler's as_sql()) than in running its SQL, and the statements were the same each time:
+`bench/prepared.py` times the project's own against their ORM builds (on SQLite 0.65 against 0.06 ms for a pass's
+read; BENCHMARKS.md, "Queries compiled once on the hot path"). `Prepared(build)` calls `build(*args)` (a function returning a
 queryset: `values_list()` rows, or model instances with their select_related ones, locked or not) once per
 database and argument shape, with marker values in place of the arguments; finds each marker among the compiled
 statement's parameters; and from then on runs that statement with the call's own values in their places, making
@@ -17,8 +18,7 @@ not among the parameters), or that prefetches, raises at its first call: a progr
 tests/jobs/test_prepared.py finds by running every prepared query of the project against its ORM build. Whatever
 else a build reads (a constant, a setting) is read once, at its shape's first call: what changes is an argument.
 
-`update_fields(obj, names)` and `insert(obj)` are a row's writes by its primary key as save() makes them, their
-statement built once per model and field set.
+The hot paths' writes, built once the same way: euler/writes.py.
 """
 
 from __future__ import annotations
@@ -233,120 +233,3 @@ def _instances(db: str, compiler) -> Callable[[list], list]:
         return out
 
     return make
-
-
-# Writes of one row by its primary key, as Model.save() makes them, without its per-call building: a statement per
-# model and field set, its values prepared by each field as save() prepares them (auto_now, JSON, encryption).
-_WRITES: dict[tuple, str] = {}
-
-
-def _watched(model) -> bool:
-    from django.db.models import signals
-
-    return signals.pre_save.has_listeners(model) or signals.post_save.has_listeners(model)
-
-
-def update_fields(obj, names) -> None:
-    """`obj.save(update_fields=names)`: the same row written, the same error when it is gone; a model that a
-    pre_save or post_save receiver watches is saved through save() itself."""
-    model = type(obj)
-    if _watched(model) or model._meta.parents:
-        obj.save(update_fields=names)
-        return
-    names = tuple(dict.fromkeys(names))
-    connection = connections[obj._state.db or "default"]
-    fields = [model._meta.get_field(name) for name in names]
-    key = ("update", model, names, connection.alias)
-    sql = _WRITES.get(key)
-    if sql is None:
-        qn = connection.ops.quote_name
-        sets = ", ".join(f"{qn(f.column)} = %s" for f in fields)
-        sql = _WRITES[key] = f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {qn(model._meta.pk.column)} = %s"
-    params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, obj.pk])
-        if cursor.rowcount != 1:
-            from django.db import DatabaseError
-
-            raise DatabaseError("Save with update_fields did not affect any rows.")
-
-
-def insert(*objs) -> None:
-    """`obj.save()` of new rows of one model whose ids the caller does not need (the instances get none), in one
-    statement run for each; a watched model, or one whose primary key is not the database's to choose, through
-    save() itself."""
-    if not objs:
-        return
-    obj = objs[0]
-    model = type(obj)
-    meta = model._meta
-    if _watched(model) or meta.parents or not meta.pk.db_returning or any(o.pk is not None for o in objs):
-        for one in objs:
-            one.save(force_insert=True)
-        return
-    if any(type(o) is not model for o in objs):
-        raise TypeError("prepared.insert writes rows of one model at a time")
-    connection = connections[obj._state.db or "default"]
-    fields = [f for f in meta.concrete_fields if f is not meta.pk]
-    key = ("insert", model, connection.alias)
-    sql = _WRITES.get(key)
-    if sql is None:
-        qn = connection.ops.quote_name
-        columns = ", ".join(qn(f.column) for f in fields)
-        sql = _WRITES[key] = f"INSERT INTO {qn(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
-    rows = [[f.get_db_prep_save(f.pre_save(one, True), connection) for f in fields] for one in objs]
-    with connection.cursor() as cursor:
-        if len(rows) == 1:
-            cursor.execute(sql, rows[0])
-        else:
-            cursor.executemany(sql, rows)
-
-
-def update_where(model, pk, values: dict, *, add: dict | None = None, **where) -> int:
-    """`model.objects.filter(pk=pk, **where).update(**values, **{f: F(f) + n for f, n in add.items()})` for
-    equality (None: IS NULL) and `<field>__in` conditions on the row's own columns (`pk` None: no condition on it):
-    how many rows it changed, its statement built once per model, field set and condition shape. Values are
-    prepared by their fields as update() prepares them."""
-    connection = connections["default"]
-    meta = model._meta
-    sets = [(meta.get_field(name), value) for name, value in values.items()]
-    adds = [(meta.get_field(name), value) for name, value in (add or {}).items()]
-    conds = []
-    for lookup, value in where.items():
-        name, _, op = lookup.partition("__")
-        if op not in ("", "in"):
-            raise ValueError(f"update_where takes equality and __in conditions, not {lookup}")
-        conds.append((meta.get_field(name), op, value))
-    key = (
-        "update_where",
-        model,
-        pk is None,
-        tuple(f.name for f, _ in adds),
-        tuple((f.name, value is None) for f, value in sets),
-        tuple((f.name, op, len(value) if op else value is None) for f, op, value in conds),
-    )
-    sql = _WRITES.get(key)
-    if sql is None:
-        qn = connection.ops.quote_name
-        assign = [f"{qn(f.column)} = NULL" if v is None else f"{qn(f.column)} = %s" for f, v in sets]
-        assign += [f"{qn(f.column)} = {qn(f.column)} + %s" for f, _ in adds]
-        tests = [] if pk is None else [f"{qn(meta.pk.column)} = %s"]
-        for f, op, value in conds:
-            if op:
-                tests.append(f"{qn(f.column)} IN ({', '.join(['%s'] * len(value))})")
-            else:
-                tests.append(f"{qn(f.column)} IS NULL" if value is None else f"{qn(f.column)} = %s")
-        sql = f"UPDATE {qn(meta.db_table)} SET {', '.join(assign)}"
-        sql = _WRITES[key] = sql + (f" WHERE {' AND '.join(tests)}" if tests else "")
-    params = [f.get_db_prep_save(v, connection) for f, v in sets if v is not None]
-    params += [f.get_db_prep_value(v, connection) for f, v in adds]
-    if pk is not None:
-        params.append(meta.pk.get_db_prep_value(pk, connection))
-    for f, op, value in conds:
-        if op:
-            params.extend(f.get_db_prep_value(v, connection) for v in value)
-        elif value is not None:
-            params.append(f.get_db_prep_value(value, connection))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount

@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from euler import prepared
+from euler import writes
 from jobs import fencing, retrypolicy, signals, stopping, transitions, usage
 from jobs.models import Attempt, Job
 from jobs.outputs import services as output_services
@@ -144,7 +144,7 @@ def end_attempt(
     if stop is not None:
         extra.pop("stop_reason", None)  # the first stop asked stays the one recorded
     ending = dict(state=outcome, reason=reason, exit_code=exit_code, message=message[:2000], ended_at=now, **extra)
-    updated = prepared.update_where(Attempt, attempt_id, ending, state__in=sorted(ATTEMPT_ACTIVE))
+    updated = writes.update_where(Attempt, attempt_id, ending, state__in=sorted(ATTEMPT_ACTIVE))
     if updated != 1 or job is None:
         return False
     # The locked row as read: the UPDATE above left its metering fields as they were.
@@ -179,7 +179,7 @@ def attempt_report(*, node, attempt_id: int, report: protocol.AttemptReport, now
         started = dict(
             state=AttemptState.RUNNING, started_at=now, deadline_at=deadline, container_id=report.container_id
         )
-        updated = prepared.update_where(Attempt, attempt.pk, started | ran_under, state=AttemptState.ASSIGNED)
+        updated = writes.update_where(Attempt, attempt.pk, started | ran_under, state=AttemptState.ASSIGNED)
         if updated == 1 and job.state == JobState.ASSIGNED:
             transitions.move(job, JobState.RUNNING, attempt=attempt, now=now)
         if updated == 1:

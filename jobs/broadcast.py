@@ -95,7 +95,7 @@ _sender_lock = threading.Lock()
 def _sender_loop() -> asyncio.AbstractEventLoop:
     """This process's own event loop for broadcasts, on a daemon thread, started at its first send (a forked child
     starts its own). async_to_sync made a loop, a thread and, in channels_redis (which keeps its Redis pools per
-    loop), new connections for every send: ~1 ms of a worker's CPU per scheduling pass."""
+    loop), new connections for every send."""
     global _sender
     with _sender_lock:
         if _sender is None or _sender[0] != os.getpid() or not _sender[1].is_running():

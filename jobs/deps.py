@@ -105,12 +105,13 @@ def attach(*, waiter: Node, project, depends_on: list[dict]) -> tuple[str, str]:
     return (workflow.PENDING, workflow.pending_reason(waits)) if waits else (workflow.MET, "")
 
 
-def _pending_on(job_ids, array_ids):
+def _pending_on(job_ids, array_ids) -> QuerySet:
+    """The pending dependencies on these jobs or arrays."""
     pending = Dependency.objects.filter(state=DepState.PENDING)
-    return (pending.filter(on_job_id__in=job_ids) | pending.filter(on_array_id__in=array_ids)).values_list("pk")[:1]
+    return pending.filter(on_job_id__in=job_ids) | pending.filter(on_array_id__in=array_ids)
 
 
-_ANY_PENDING_ON = Prepared(_pending_on)
+_ANY_PENDING_ON = Prepared(lambda job_ids, array_ids: _pending_on(job_ids, array_ids).values_list("pk")[:1])
 
 
 def settle(*, job_ids: set[int], array_ids: set[int]) -> tuple[list[Node], list[Node]]:
@@ -119,9 +120,8 @@ def settle(*, job_ids: set[int], array_ids: set[int]) -> tuple[list[Node], list[
     waiters with nothing left to wait for."""
     if not _ANY_PENDING_ON(job_ids, array_ids):  # the usual end: nothing waits on it (one compiled read)
         return [], []
-    pending = Dependency.objects.filter(state=DepState.PENDING)
     rows = list(
-        (pending.filter(on_job_id__in=job_ids) | pending.filter(on_array_id__in=array_ids))
+        _pending_on(job_ids, array_ids)
         .select_related("on_job")
         .only("id", "job_id", "array_id", "on_job__state", "on_job__reason", "on_array_id", "condition", "state")
     )

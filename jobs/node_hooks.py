@@ -6,10 +6,11 @@ import math
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from euler import writes
 from euler.prepared import Prepared
 from jobs import stopping
 from jobs.checkpoints import selectors as checkpoint_selectors
@@ -117,12 +118,7 @@ def poll_provider(node) -> channel.Work:
             assignments.append(_assignment(attempt, attempt.job, node))
             handed.append(attempt.pk)
         if handed:
-            # One statement for every row, as transitions.assign_many writes (the ORM's update() built it anew each poll).
-            with connection.cursor() as cur:
-                cur.executemany(
-                    f"UPDATE {Attempt._meta.db_table} SET delivered_at = %s WHERE id = %s",
-                    [(connection.ops.adapt_datetimefield_value(now), pk) for pk in handed],
-                )
+            writes.update_where(Attempt, None, {"delivered_at": now}, id__in=handed)
         sent = []
         for attempt_id, reason, sent_at, grace in _STOPS_ON(node.pk):
             if sent_at is not None and sent_at >= again:

@@ -12,7 +12,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from euler import prepared
+from euler import writes
 from euler.errors import Conflict
 from jobs import broadcast
 from jobs.models import Attempt, Job, JobEvent
@@ -74,9 +74,9 @@ def move(
         fields.setdefault("pending_reason", "")
     for name, value in fields.items():
         setattr(job, name, value)
-    # Each move's two writes as save() and create() make them, compiled once (euler/prepared.py).
-    prepared.update_fields(job, ["state", "updated_at", *fields])
-    prepared.insert(
+    # Each move's two writes as save() and create() make them, their statements built once (euler/writes.py).
+    writes.update_fields(job, ["state", "updated_at", *fields])
+    writes.insert(
         JobEvent(job=job, attempt=attempt, from_state=source, to_state=to, reason=why[:32], message=note[:1000])
     )
     events_written_on_commit()
@@ -90,7 +90,7 @@ def move(
 def created(job: Job) -> None:
     """A new job's first event. Not broadcast: nobody can be watching a job before its creation commits (a log
     socket is accepted only for a job it can read), and the submit's reply would wait for a send to nobody."""
-    prepared.insert(JobEvent(job=job, from_state="", to_state=job.state, message="submitted"))
+    writes.insert(JobEvent(job=job, from_state="", to_state=job.state, message="submitted"))
     events_written_on_commit()
 
 
@@ -116,7 +116,7 @@ def assign_many(jobs: list[Job], attempts: list[Attempt], *, now: datetime) -> N
             "updated_at = %s WHERE id = %s",
             [(JobState.ASSIGNED, job.current_attempt_id, now, job.pk) for job in jobs],
         )
-    prepared.insert(*events)
+    writes.insert(*events)
     events_written_on_commit()
     moves = [(job.pk, JobState.ASSIGNED, attempt.node_name or "") for job, attempt in zip(jobs, attempts, strict=True)]
     broadcast.on_commit(moves)

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import transaction
 
-from euler import prepared
+from euler import writes
 from euler.errors import QuotaExceeded
 from euler.prepared import Prepared
 from quotas.ledger import ledger_add
@@ -83,10 +83,7 @@ def meter(*, attempt_id: int, until: datetime, row: dict | None = None) -> float
         return 0.0
     with transaction.atomic(savepoint=False):  # the caller's transaction, when there is one, is the unit
         # The mark moves only from where it was read (None: IS NULL).
-        if (
-            prepared.update_where(Attempt, attempt_id, {"metered_until": until}, metered_until=row["metered_until"])
-            != 1
-        ):
+        if writes.update_where(Attempt, attempt_id, {"metered_until": until}, metered_until=row["metered_until"]) != 1:
             return 0.0
         book_attempt(
             project_id=row["job__project_id"],
@@ -104,30 +101,13 @@ def _quota(project_id):
     return Quota.objects.filter(project_id=project_id).order_by("pk").values_list("cpu_core_seconds", "gpu_seconds")[:1]
 
 
-def _used(project_id, start, end, resources):
-    from django.db.models import Sum
-
-    from quotas.models import UsageEntry
-
-    return (
-        UsageEntry.objects.filter(project_id=project_id, day__gte=start, day__lt=end, resource__in=resources)
-        .values("resource")
-        .annotate(total=Sum("amount"))
-        .values_list("resource", "total")
-    )
-
-
-# Every submit reads both (euler/prepared.py): the ledger's sums as quotas.selectors.project_usage reads them.
-_QUOTA = Prepared(_quota)
-_USED = Prepared(_used)
+_QUOTA = Prepared(_quota)  # every submit reads it (euler/prepared.py)
 
 
 def check_budget(*, project, gpu_count: int) -> None:
     """429 quota_exceeded when the period's CPU budget (or GPU budget, for a GPU job) is spent. `project`: the
     project or its id."""
-    from django.utils import timezone
-
-    from quotas.periods import period_bounds
+    from quotas.selectors import ledger_usage
 
     project_id = getattr(project, "pk", project)
     quota = _QUOTA.first(project_id)
@@ -136,10 +116,7 @@ def check_budget(*, project, gpu_count: int) -> None:
     wanted = [("cpu_core_seconds", quota[0])]
     if gpu_count:
         wanted.append(("gpu_seconds", quota[1]))
-    start, end = period_bounds(timezone.now())
-    used = dict.fromkeys((r for r, _ in wanted), 0.0)
-    for resource, total in _USED(project_id, start.date(), end.date(), list(used)):
-        used[resource] = float(total or 0)
+    used = ledger_usage(project_id, [resource for resource, _ in wanted])  # no live invocations: jobs only
     for resource, limit in wanted:
         if used[resource] >= limit:
             raise QuotaExceeded(

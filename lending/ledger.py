@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from euler import prepared
+from euler import writes
 from euler.prepared import Prepared
 
 GIB = 1024**3
@@ -138,7 +138,7 @@ def record(*, attempt_id: int):
     entry = entry_for(row, lender)
     try:
         with transaction.atomic():  # a savepoint: a duplicate leaves the caller's transaction usable
-            prepared.insert(entry)  # as save() writes it, its statement built once (the entry gets no id)
+            writes.insert(entry)  # as save() writes it, its statement built once (the entry gets no id)
     except IntegrityError:
         return None  # already recorded
     return entry

@@ -7,7 +7,7 @@ from datetime import date
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from euler import prepared
+from euler import writes
 from quotas.models import UsageEntry
 
 
@@ -16,8 +16,8 @@ def ledger_add(*, project_id: int, resource: str, amount: float, day: date, agen
     if amount <= 0:
         return
     filters = {"project_id": project_id, "day": day, "resource": resource, "agent_name": agent_name}
-    # Every metering of every attempt adds here: its UPDATE built once (euler/prepared.py).
-    if prepared.update_where(UsageEntry, None, {}, add={"amount": amount}, **filters):
+    # Every metering of every attempt adds here: its UPDATE built once (euler/writes.py).
+    if writes.update_where(UsageEntry, None, {}, add={"amount": amount}, **filters):
         return
     try:
         with transaction.atomic():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Sum
 from django.utils import timezone
 
+from euler.prepared import Prepared
 from quotas.models import Membership, Project, Quota, Resource, UsageEntry
 from quotas.periods import period_bounds
 
@@ -27,17 +28,31 @@ def user_projects(user):
     return Project.objects.filter(memberships__user=user).order_by("name")
 
 
-def project_usage(project: Project, now=None) -> dict[str, float]:
-    """Usage in the current period from the ledger (plus not-yet-flushed counters, when wired)."""
-    start, end = period_bounds(now or timezone.now())
-    rows = (
-        UsageEntry.objects.filter(project=project, day__gte=start.date(), day__lt=end.date())
+# Every usage figure reads it, and every submit (jobs.usage.check_budget): built once (euler/prepared.py).
+_LEDGER_SUMS = Prepared(
+    lambda project_id, start, end, resources: (
+        UsageEntry.objects.filter(project_id=project_id, day__gte=start, day__lt=end, resource__in=resources)
         .values("resource")
         .annotate(total=Sum("amount"))
+        .values_list("resource", "total")
     )
-    used = {r.value: 0.0 for r in Resource}
-    for row in rows:
-        used[row["resource"]] = float(row["total"] or 0)
+)
+
+
+def ledger_usage(project_id: int, resources, now=None) -> dict[str, float]:
+    """The ledger's sums in the current period for these resources (0.0 where it has none)."""
+    start, end = period_bounds(now or timezone.now())
+    used = dict.fromkeys(resources, 0.0)
+    for resource, total in _LEDGER_SUMS(project_id, start.date(), end.date(), list(used)):
+        used[resource] = float(total or 0)
+    return used
+
+
+def project_usage(project: Project, now=None) -> dict[str, float]:
+    """Usage in the current period from the ledger (plus not-yet-flushed counters, when wired)."""
+    now = now or timezone.now()
+    start, _ = period_bounds(now)
+    used = ledger_usage(project.pk, [r.value for r in Resource], now)
     # The live invocation counter already includes what the ledger holds plus calls not yet flushed.
     try:
         from euler.redis import client

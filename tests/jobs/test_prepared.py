@@ -1,5 +1,6 @@
 """euler/prepared.py: a read query compiled once gives what its ORM build gives, for every argument shape; and every
-prepared query of the project, run on a database with rows of each kind, gives exactly its ORM build's rows."""
+prepared query of the project, run on a database with rows of each kind, gives exactly its ORM build's rows. And
+euler/writes.py's writes are those of save(), create() and update()."""
 
 from __future__ import annotations
 
@@ -84,6 +85,7 @@ def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(worl
     from jobs import deps, fencing, node_hooks, selectors, usage, wakeups
     from jobs.scheduling import claims, cycle, loading, saving
     from lending import ledger
+    from quotas import selectors as quota_selectors
     from quotas import services as quota_services
     from quotas.models import ApiKey
 
@@ -118,7 +120,7 @@ def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(worl
         runs.append((usage._QUOTA, project_id))
         for resources in (["cpu_core_seconds"], ["cpu_core_seconds", "gpu_seconds"]):
             for start, end in ((today, today + timedelta(days=1)), (today - timedelta(days=40), today)):
-                runs.append((usage._USED, project_id, start, end, resources))
+                runs.append((quota_selectors._LEDGER_SUMS, project_id, start, end, resources))
     for prefix in [*ApiKey.objects.values_list("prefix", flat=True), "nosuchprefix"]:
         runs.append((quota_services._KEY, prefix))
     for job_id in [*jobs, 10**9]:
@@ -255,7 +257,7 @@ def test_a_jobs_read_sets_its_related_rows_as_prefetch_related_does(world, proje
 def test_a_rows_writes_are_those_of_save(world):
     from django.db import DatabaseError
 
-    from euler import prepared
+    from euler import writes
     from jobs.models import Job, JobEvent
 
     def row(job_id: int) -> dict:
@@ -263,7 +265,7 @@ def test_a_rows_writes_are_those_of_save(world):
 
     a, b = (Job.objects.defer("env").get(pk=pk) for pk in world["jobs"][:2])
     later = timezone.now() + timedelta(hours=1)
-    for job, write in ((a, prepared.update_fields), (b, lambda obj, names: obj.save(update_fields=names))):
+    for job, write in ((a, writes.update_fields), (b, lambda obj, names: obj.save(update_fields=names))):
         before = row(job.pk)["updated_at"]
         job.state, job.exit_code, job.reason, job.not_before, job.current_attempt = "failed", 3, "x", later, None
         job.node_selector = {"zone": "b"}
@@ -276,53 +278,53 @@ def test_a_rows_writes_are_those_of_save(world):
     gone = Job.objects.defer("env").get(pk=world["jobs"][2])
     Job.objects.filter(pk=gone.pk).delete()
     with pytest.raises(DatabaseError, match="did not affect any rows"):
-        prepared.update_fields(gone, ["state"])
+        writes.update_fields(gone, ["state"])
 
-    prepared.insert(JobEvent(job=a, from_state="queued", to_state="failed", reason="r", message="m"))
+    writes.insert(JobEvent(job=a, from_state="queued", to_state="failed", reason="r", message="m"))
     JobEvent.objects.create(job=b, from_state="queued", to_state="failed", reason="r", message="m")
     mine, theirs = (JobEvent.objects.filter(job=j).order_by("-id").values().first() for j in (a, b))
     assert mine["created_at"] is not None and mine["attempt_id"] is None
     drop = ("id", "job_id", "created_at")
     assert {k: v for k, v in mine.items() if k not in drop} == {k: v for k, v in theirs.items() if k not in drop}
     before = JobEvent.objects.filter(job=a).count()
-    prepared.insert(*(JobEvent(job=a, from_state="queued", to_state="assigned", message=f"m{i}") for i in range(3)))
+    writes.insert(*(JobEvent(job=a, from_state="queued", to_state="assigned", message=f"m{i}") for i in range(3)))
     assert list(JobEvent.objects.filter(job=a).order_by("id").values_list("message", flat=True))[before:] == [
         "m0",
         "m1",
         "m2",
     ]
     with pytest.raises(TypeError, match="one model"):
-        prepared.insert(JobEvent(job=a, from_state="", to_state="x"), Job(project_id=a.project_id))
+        writes.insert(JobEvent(job=a, from_state="", to_state="x"), Job(project_id=a.project_id))
 
 
 def test_a_conditional_update_is_that_of_queryset_update(world):
-    from euler import prepared
+    from euler import writes
     from jobs.models import Attempt
 
     a, b = world["attempts"][2], world["attempts"][3]  # assigned, not yet running
     now = timezone.now()
     values = {"state": "running", "started_at": now, "container_id": "c1", "gpu_stats": [{"i": 1}], "exit_code": None}
-    assert prepared.update_where(Attempt, a, values, state="assigned") == 1
+    assert writes.update_where(Attempt, a, values, state="assigned") == 1
     assert Attempt.objects.filter(pk=b, state="assigned").update(**values) == 1
     fields = ("state", "started_at", "container_id", "gpu_stats", "exit_code")
     assert Attempt.objects.filter(pk=a).values(*fields).get() == Attempt.objects.filter(pk=b).values(*fields).get()
     # The condition holds no longer: nothing changes, as the ORM's update answers 0.
-    assert prepared.update_where(Attempt, a, {"state": "failed"}, state="assigned") == 0
-    assert prepared.update_where(Attempt, a, {"state": "failed"}, state__in=["queued", "lost"]) == 0
-    assert prepared.update_where(Attempt, a, {"metered_until": now}, metered_until=None) == 1  # IS NULL
-    assert prepared.update_where(Attempt, a, {"metered_until": now}, metered_until=None) == 0
+    assert writes.update_where(Attempt, a, {"state": "failed"}, state="assigned") == 0
+    assert writes.update_where(Attempt, a, {"state": "failed"}, state__in=["queued", "lost"]) == 0
+    assert writes.update_where(Attempt, a, {"metered_until": now}, metered_until=None) == 1  # IS NULL
+    assert writes.update_where(Attempt, a, {"metered_until": now}, metered_until=None) == 0
     later = now + timedelta(seconds=5)
-    assert prepared.update_where(Attempt, a, {"metered_until": later}, metered_until=now) == 1  # a datetime's equality
-    assert prepared.update_where(Attempt, a, {"state": "succeeded"}, state__in=["running", "assigned"]) == 1
+    assert writes.update_where(Attempt, a, {"metered_until": later}, metered_until=now) == 1  # a datetime's equality
+    assert writes.update_where(Attempt, a, {"state": "succeeded"}, state__in=["running", "assigned"]) == 1
     assert Attempt.objects.filter(pk=a).values_list("state", "metered_until").get() == ("succeeded", later)
     with pytest.raises(ValueError, match="equality and __in"):
-        prepared.update_where(Attempt, a, {"state": "x"}, started_at__lt=now)
+        writes.update_where(Attempt, a, {"state": "x"}, started_at__lt=now)
 
 
 def test_an_addition_to_matching_rows_is_that_of_an_f_update(world, project, other_project):
     from django.db.models import F
 
-    from euler import prepared
+    from euler import writes
     from quotas.models import UsageEntry
 
     today = timezone.now().date()
@@ -331,7 +333,7 @@ def test_an_addition_to_matching_rows_is_that_of_an_f_update(world, project, oth
         for p in (project, other_project)
     }
     where = {"day": today, "resource": "gpu_seconds", "agent_name": "chat"}
-    assert prepared.update_where(UsageEntry, None, {}, add={"amount": 2.25}, project_id=project.pk, **where) == 1
+    assert writes.update_where(UsageEntry, None, {}, add={"amount": 2.25}, project_id=project.pk, **where) == 1
     UsageEntry.objects.filter(project=other_project, **where).update(amount=F("amount") + 2.25)
     assert [UsageEntry.objects.get(pk=r.pk).amount for r in rows.values()] == [3.75, 3.75]
-    assert prepared.update_where(UsageEntry, None, {}, add={"amount": 1.0}, project_id=10**9, **where) == 0
+    assert writes.update_where(UsageEntry, None, {}, add={"amount": 1.0}, project_id=10**9, **where) == 0
