@@ -2,7 +2,8 @@
 
 Messages: `{"type": "log", "attempt": N, "seq": S, "stream": "stdout"|"stderr", "data": "..."}` in seq order,
 each seq once; `{"type": "attempt", "attempt": N}` when a retry starts a new attempt; `{"type": "state",
-"state": ...}` when the job moves to a state that is not an end (queued, assigned, running); `{"type": "end",
+"state": ...}` when the job moves to a state that is not an end (queued, assigned, running), and once after the
+backlog, where the job stands as the reader subscribed (with `pending_reason` when queued); `{"type": "end",
 "state": ...}` when the job ends (then the server closes). `?after_seq=S&attempt=N` resumes after a reconnect.
 The database is the source of truth: a live message that skips a seq makes the consumer read the gap.
 """
@@ -17,8 +18,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from jobs.broadcast import group_name
-from jobs.logs_api import chunks_after, log_target
-from jobs.models import Attempt, Job
+from jobs.logs_api import READ_BATCH, chunks_after, job_progress, log_target
+from jobs.models import Attempt
 from jobs.states import TERMINAL
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -43,18 +44,22 @@ def _alive(credential: tuple) -> bool:
 
 
 @database_sync_to_async
-def _target(project, job_id: int):
-    return log_target(project=project, job_id=job_id)
+def _opening(project, job_id: int, after: tuple[int, int | None]):
+    """What a new reader is sent, in one trip to the database: the job's attempt to follow (NotFound when it is
+    another project's), where its log resumes, the job as it stands (state, pending reason, node) and the first
+    backlog. The state is read before the chunks, so an ended job's backlog read here is complete."""
+    target = log_target(project=project, job_id=job_id)
+    after_seq, attempt = after
+    if attempt is not None and attempt != target.attempt_number:
+        after_seq = -1  # a retry started while the client was away: the new attempt's log from its start
+    progress = job_progress(job_id)
+    rows = chunks_after(target.attempt_id, after_seq) if target.attempt_id is not None else []
+    return target, after_seq, progress, rows
 
 
 @database_sync_to_async
 def _chunks(attempt_id: int, after: int):
     return chunks_after(attempt_id, after)
-
-
-@database_sync_to_async
-def _job_state(job_id: int) -> str:
-    return Job.objects.filter(pk=job_id).values_list("state", flat=True).first() or ""
 
 
 @database_sync_to_async
@@ -82,35 +87,41 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
             session = self.scope.get("session")
             user = self.scope.get("user")
             self.credential = ("session", getattr(session, "session_key", None), getattr(user, "pk", None), project.pk)
+        self.ended = False
+        self.group = group_name(self.job_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)  # before the reads: nothing falls between
         try:
-            target = await _target(project, self.job_id)
+            target, self.last_seq, progress, rows = await _opening(project, self.job_id, self._after_seq())
         except NotFound:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = None
             await self.close(code=CLOSE_NOT_FOUND)  # another project's job: refused like a missing one
             return
         self.attempt_id, self.attempt_number = target.attempt_id, target.attempt_number
-        self.last_seq = self._after_seq()
-        self.ended = False
-        self.group = group_name(self.job_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)  # before the backlog: nothing falls between
         await self.accept()
         self.watcher = asyncio.ensure_future(self._watch_credential())
-        await self._catch_up()
-        state = await _job_state(self.job_id)
-        if state in TERMINAL:
-            await self._end(state)
+        for seq, stream, data in rows:
+            await self._send_chunk(seq, stream, data)
+        if len(rows) == READ_BATCH:
+            await self._catch_up()
+        if progress.state in TERMINAL:
+            await self._end(progress.state)
+        else:  # where the job stands: the reader need not read the job itself (later moves follow as messages)
+            await self.send_json(progress.message())
 
-    def _after_seq(self) -> int:
-        """`?after_seq=S` (with `&attempt=N`, the attempt S belongs to): resume after a reconnect."""
+    def _after_seq(self) -> tuple[int, int | None]:
+        """`?after_seq=S` (with `&attempt=N`, the attempt S belongs to): where to resume after a reconnect, and
+        the attempt it belongs to (None: whichever is the latest); (-1, None) when absent or malformed."""
         from urllib.parse import parse_qs
 
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         after = (query.get("after_seq") or [""])[0]
         attempt = (query.get("attempt") or [""])[0]
         if not after.lstrip("-").isdigit():
-            return -1
-        if attempt and (not attempt.isdigit() or int(attempt) != self.attempt_number):
-            return -1  # a retry started while the client was away: the new attempt's log from its start
-        return max(int(after), -1)
+            return -1, None
+        if attempt and not attempt.isdigit():
+            return -1, None
+        return max(int(after), -1), int(attempt) if attempt else None
 
     async def _watch_credential(self) -> None:
         """Close the socket once its key is revoked, or its session signed out or removed from the project."""

@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from euler.errors import EulerError, InvalidInput, NotFound, Unauthorized, error_response
+from euler.prepared import Prepared
 from jobs import logstore
 from jobs.models import Attempt, Job
-from jobs.states import ATTEMPT_ACTIVE, TERMINAL
+from jobs.states import ATTEMPT_ACTIVE, TERMINAL, JobState
 from quotas import scoped
 from quotas.access import declare, member
 
@@ -30,6 +32,30 @@ class Target:
     job_id: int
     attempt_id: int | None
     attempt_number: int | None
+
+
+class Progress(NamedTuple):
+    """Where a job stands, for a log reader that has just subscribed to its moves."""
+
+    state: str
+    pending_reason: str
+    node: str  # its attempt's node while assigned or running
+
+    def message(self) -> dict:
+        """The websocket's `state` message of it: the fields that jobs.broadcast's moves carry, and why it waits."""
+        message = {"type": "state", "state": self.state}
+        if self.state in (JobState.ASSIGNED, JobState.RUNNING) and self.node:
+            message["node"] = self.node
+        if self.state == JobState.QUEUED:
+            message["pending_reason"] = self.pending_reason
+        return message
+
+
+_PROGRESS = Prepared(
+    lambda job_id: Job.objects.filter(pk=job_id).values_list("state", "pending_reason", "current_attempt__node_name")[
+        :1
+    ]
+)
 
 
 # --- selectors (sync; shared with the websocket consumer) ---------------------------------------
@@ -80,6 +106,14 @@ def log_target(*, project, job_id: int, attempt_number: int | None = None) -> Ta
     if attempt is None:
         return Target(job.pk, None, None)
     return Target(job.pk, attempt.pk, attempt.number)
+
+
+def job_progress(job_id: int) -> Progress:
+    """The job's state, pending reason and node."""
+    row = _PROGRESS.first(job_id)
+    if row is None:
+        raise NotFound("No such job.", code="not_found")
+    return Progress(*row)
 
 
 def chunks_after(attempt_id: int, after_seq: int, limit: int = READ_BATCH) -> list[tuple[int, str, str]]:

@@ -82,7 +82,7 @@ def _same(prepared: Prepared, *args) -> None:
 
 
 def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(world):
-    from jobs import deps, fencing, node_hooks, selectors, usage, wakeups
+    from jobs import deps, fencing, logs_api, node_hooks, selectors, usage, wakeups
     from jobs.scheduling import claims, cycle, loading, saving
     from lending import ledger
     from quotas import selectors as quota_selectors
@@ -124,6 +124,7 @@ def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(worl
     for prefix in [*ApiKey.objects.values_list("prefix", flat=True), "nosuchprefix"]:
         runs.append((quota_services._KEY, prefix))
     for job_id in [*jobs, 10**9]:
+        runs.append((logs_api._PROGRESS, job_id))
         for project_id in projects:
             runs += [(q, project_id, job_id) for q in (selectors._JOB, *selectors._RELATED.values())]
     for prepared, *args in runs:

@@ -96,6 +96,7 @@ async def test_a_websocket_stays_open_while_its_key_is_good(project, running):
     _, secret = await sync_to_async(apikey_create)(project=project)
     ws = socket(running, secret)
     assert (await ws.connect())[0]
+    assert (await ws.receive_json_from(timeout=10))["type"] == "state"  # where the job stands, on connecting
     await asyncio.sleep(RECHECK_SECONDS * 2.5)  # two re-checks pass
     assert await ws.receive_nothing(timeout=0.1)
     await ws.disconnect()

@@ -49,12 +49,21 @@ async def receive_all(ws, n: int) -> list[dict]:
     return [await ws.receive_json_from(timeout=10) for _ in range(n)]
 
 
+async def opening(ws, n: int) -> tuple[list[dict], dict]:
+    """The n chunks of the backlog, then the message of where the job stands (sent once, after the backlog)."""
+    backlog = await receive_all(ws, n)
+    standing = await ws.receive_json_from(timeout=10)
+    assert standing["type"] == "state", standing
+    return backlog, standing
+
+
 async def test_it_sends_the_backlog_then_live_chunks_then_end(api_key, running):
     job, attempt = running
     ws = socket(job, api_key)
     connected, _ = await ws.connect()
     assert connected
-    backlog = await receive_all(ws, 2)
+    backlog, standing = await opening(ws, 2)
+    assert standing == {"type": "state", "state": "running", "node": attempt.node_name}  # no need to read the job
     assert [(m["type"], m["seq"], m["stream"], m["data"]) for m in backlog] == [
         ("log", 0, "stdout", "backlog 0\n"),
         ("log", 1, "stderr", "backlog 1\n"),
@@ -72,7 +81,7 @@ async def test_a_duplicate_live_message_is_sent_once_and_a_gap_is_read_from_the_
     job, attempt = running
     ws = socket(job, api_key)
     await ws.connect()
-    await receive_all(ws, 2)
+    await opening(ws, 2)
     await sync_to_async(add)(attempt, 2, "stored, broadcast lost\n")
     await publish(job, attempt, 3, "after the gap\n")
     layer = get_channel_layer()
@@ -99,7 +108,7 @@ async def test_a_reconnect_resumes_after_the_last_seq(api_key, running):
     job, _ = running
     ws = socket(job, api_key, "?after_seq=0")
     await ws.connect()
-    assert [m["seq"] for m in await receive_all(ws, 1)] == [1]
+    assert [m["seq"] for m in (await opening(ws, 1))[0]] == [1]
     assert await ws.receive_nothing(timeout=0.3)
     await ws.disconnect()
 
@@ -112,11 +121,12 @@ async def test_a_reconnect_naming_an_older_attempt_gets_the_latest_attempt_from_
     await sync_to_async(add)(second, 0, "retry 0\n")
     ws = socket(job, api_key, "?after_seq=1&attempt=1")
     await ws.connect()
-    got = await ws.receive_json_from(timeout=10)
+    (got,), _ = await opening(ws, 1)
     assert (got["attempt"], got["seq"], got["data"]) == (2, 0, "retry 0\n")
     await ws.disconnect()
     ws = socket(job, api_key, "?after_seq=0&attempt=2")
     await ws.connect()
+    await opening(ws, 0)
     assert await ws.receive_nothing(timeout=0.3)
     await ws.disconnect()
 
@@ -125,7 +135,7 @@ async def test_a_retry_switches_to_the_new_attempts_log(api_key, running, make_j
     job, first = running
     ws = socket(job, api_key)
     await ws.connect()
-    await receive_all(ws, 2)
+    await opening(ws, 2)
     _, second = await sync_to_async(make_job)(project, node_and_credential[0], job=job, number=2)
     await publish(job, second, 0, "second attempt\n")
     got = await receive_all(ws, 2)
@@ -151,7 +161,7 @@ async def test_a_disconnect_leaves_no_subscription(api_key, running):
     layer = get_channel_layer()
     ws = socket(job, api_key)
     await ws.connect()
-    await receive_all(ws, 2)
+    await opening(ws, 2)
     assert layer.groups.get(f"jobs.{job.pk}")
     await ws.disconnect()
     assert not layer.groups.get(f"jobs.{job.pk}")
@@ -205,7 +215,7 @@ async def test_a_move_that_is_not_an_end_is_sent_as_a_state_message(api_key, run
     job, _ = running
     ws = socket(job, api_key)
     await ws.connect()
-    await receive_all(ws, 2)
+    await opening(ws, 2)
     await get_channel_layer().group_send(f"jobs.{job.pk}", {"type": "job.state", "state": "queued", "terminal": False})
     assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "queued"}
     running = {"type": "job.state", "state": "running", "terminal": False, "node": "n1"}
@@ -213,3 +223,15 @@ async def test_a_move_that_is_not_an_end_is_sent_as_a_state_message(api_key, run
     assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "running", "node": "n1"}
     await end(job, "cancelled")
     assert await ws.receive_json_from(timeout=10) == {"type": "end", "state": "cancelled"}
+
+
+async def test_a_queued_job_is_told_with_why_it_waits(api_key, project, node_and_credential, make_job):
+    from jobs.models import Job
+
+    job, _ = await sync_to_async(make_job)(project, node_and_credential[0], state="running")
+    await sync_to_async(Job.objects.filter(pk=job.pk).update)(state="queued", pending_reason="no node has 64 GPUs")
+    ws = socket(job, api_key)
+    assert (await ws.connect())[0]
+    _, standing = await opening(ws, 0)
+    assert standing == {"type": "state", "state": "queued", "pending_reason": "no node has 64 GPUs"}
+    await ws.disconnect()

@@ -115,14 +115,18 @@ class Attach:
                 stream.flush()
             elif self.quiet and kind in ("connected", "state"):
                 continue  # progress is only shown: no need to read the job
-            elif kind == "state" and message.get("node"):  # assigned or running, and where: no need to read the job
-                self.announce({"state": message.get("state"), "attempts": [{"node": message["node"]}]})
-            elif kind == "connected" or (kind == "state" and message.get("state") != "queued"):
-                self.announce(self.client.jobs.get(self.job_id))  # after subscribing: no move falls between
+            elif kind == "connected":
+                continue  # the server tells where the job stands next (a `state` message), then each move
+            elif kind == "state" and (message.get("node") or "pending_reason" in message):
+                # Where it runs, or why it waits (the first message after connecting): no need to read the job.
+                node, reason = message.get("node"), message.get("pending_reason")
+                self.announce({"state": message.get("state"), "pending_reason": reason, "attempts": [{"node": node}]})
                 self.pending_read_at = time.monotonic()
             elif kind == "state":
-                self.shown = ()
+                if message.get("state") == "queued":
+                    self.shown = ()  # queued again (a retry): shown again, with its reason read from the job
                 self.announce(self.client.jobs.get(self.job_id))
+                self.pending_read_at = time.monotonic()
             elif kind == "attempt":
                 self.say(f"job {self.job_id}: attempt {message.get('attempt')} started")
             elif kind == "end":
