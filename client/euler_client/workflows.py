@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
     from euler_client.api import Api
+
+
+def _name(name: str) -> str:
+    """A schedule's name as one path segment (urllib.parse imported only here: it costs `euler run` ~2 ms)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="")
 
 
 class Schedules:
@@ -17,7 +22,7 @@ class Schedules:
         return self.c.pages("schedules")
 
     def get(self, name: str) -> dict:
-        return self.c.get(f"schedules/{quote(name, safe='')}")
+        return self.c.get(f"schedules/{_name(name)}")
 
     def create(self, *, name: str, cron: str, job: dict, timezone: str | None = None, overlap: str | None = None,
                enabled: bool = True) -> dict:  # fmt: skip
@@ -26,13 +31,13 @@ class Schedules:
         return self.c.post("schedules", body)
 
     def update(self, name: str, **fields) -> dict:
-        return self.c.patch(f"schedules/{quote(name, safe='')}", fields)
+        return self.c.patch(f"schedules/{_name(name)}", fields)
 
     def delete(self, name: str) -> None:
-        self.c.delete(f"schedules/{quote(name, safe='')}")
+        self.c.delete(f"schedules/{_name(name)}")
 
     def runs(self, name: str, *, limit: int | None = 20) -> list[dict]:
-        return self.c.pages(f"schedules/{quote(name, safe='')}/runs", limit=limit)
+        return self.c.pages(f"schedules/{_name(name)}/runs", limit=limit)
 
 
 class Webhooks:
