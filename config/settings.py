@@ -125,6 +125,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    # Every commit synced, as in the rollback-journal mode; `migrate` puts the file in WAL mode (euler/apps.py).
+    DATABASES["default"]["OPTIONS"]["init_command"] = "PRAGMA synchronous=FULL"
 elif env_bool("EULER_DB_POOL", False):
     # Opt-in psycopg pool (Django requires CONN_MAX_AGE=0 with it). Off by default: threads that never
     # close their connection (executors, background flushers) would each pin one of the pool's slots.

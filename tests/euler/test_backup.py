@@ -5,9 +5,11 @@ or into a database that is not empty."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -151,6 +153,10 @@ def test_a_sqlite_backup_restores_into_a_fresh_database_with_its_secrets_readabl
         assert_manifest_holds_no_key(backup_dir, settings)
         out = run(CHECK, env, f"sqlite:///{target}", BACKUP=str(backup_dir), SEEDED=seeded)
         assert_restored(out, KeyRing.parse(settings.EULER_ENCRYPTION_KEYS).primary_id)
+        # `migrate` left both files in write-ahead-log mode (euler/apps.py); the backup API reads and writes them.
+        for path in (source, target):
+            with contextlib.closing(sqlite3.connect(path)) as db:
+                assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     finally:
         if fast != tmp_path:
             shutil.rmtree(fast, ignore_errors=True)
