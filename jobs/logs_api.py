@@ -24,7 +24,7 @@ from quotas import scoped
 from quotas.access import declare, member
 
 FOLLOW_POLL_SECONDS = 0.25
-READ_BATCH = 500
+READ_BATCH = logstore.READ_BATCH
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,16 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Value
 from django.db.models.functions import Length
 from django.utils import timezone
 
+from euler.prepared import Prepared
 from jobs.models import Attempt, LogArchive, LogChunk
 from jobs.states import ATTEMPT_ACTIVE
 
 FORMAT_VERSION = 1
+READ_BATCH = 500  # chunks a reader is sent per read (the websocket's backlog, a follow's step)
 ZLIB_LEVEL = 6
 
 
@@ -106,9 +109,29 @@ class _DecodedCache:
 _decoded = _DecodedCache(max_bytes=64 * 1024 * 1024)
 
 
+# A reader's reads, built once (euler/prepared.py): the live log websocket reads them as it connects and again
+# as the job ends, before it sends `end`.
+_VERSION = Prepared(
+    lambda attempt_id: LogArchive.objects.filter(attempt_id=attempt_id).values_list(
+        "chunks", "raw_bytes", Length("data")
+    )[:1]
+)
+
+
+def _hot_rows(attempt_id: int, after_seq: int):
+    # Value(): a bound kept in the statement, even -1 (below the column's range, the ORM would drop the condition
+    # for that value alone, and the statement built once would not be the one for every bound).
+    rows = LogChunk.objects.filter(attempt_id=attempt_id, seq__gt=Value(after_seq)).order_by("seq")
+    return rows.values_list("seq", "offset", "stream", "data")
+
+
+_HOT = Prepared(_hot_rows)
+_HOT_BATCH = Prepared(lambda attempt_id, after_seq: _hot_rows(attempt_id, after_seq)[:READ_BATCH])
+
+
 def _archived(attempt_id: int) -> list[Chunk]:
     archives = LogArchive.objects.filter(attempt_id=attempt_id)
-    version = archives.values_list("chunks", "raw_bytes", Length("data")).first()
+    version = _VERSION.first(attempt_id)
     if version is None:
         return []
     chunks = _decoded.get(attempt_id, version)
@@ -120,9 +143,13 @@ def _archived(attempt_id: int) -> list[Chunk]:
 
 
 def _hot(attempt_id: int, after_seq: int = -1, limit: int | None = None) -> list[Chunk]:
-    rows = LogChunk.objects.filter(attempt_id=attempt_id, seq__gt=after_seq).order_by("seq")
-    rows = rows.values_list("seq", "offset", "stream", "data")
-    return [Chunk(*r) for r in (rows[:limit] if limit is not None else rows)]
+    if limit is None:
+        rows = _HOT(attempt_id, after_seq)
+    elif limit == READ_BATCH:
+        rows = _HOT_BATCH(attempt_id, after_seq)
+    else:
+        rows = _hot_rows(attempt_id, after_seq)[:limit]
+    return [Chunk(*r) for r in rows]
 
 
 def chunks_after(attempt_id: int, after_seq: int, limit: int) -> list[tuple[int, str, str]]:

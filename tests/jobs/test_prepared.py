@@ -52,6 +52,13 @@ def world(project, other_project, make_node, submit, schedule, make_user, client
         preemptor_id=queued["id"], victim_id=jobs[0]["id"], victim_attempt=attempts[0], node=plain, created_at=now
     )
     Dependency.objects.create(job_id=jobs[3]["id"], on_job_id=jobs[1]["id"], condition="succeeded")
+    from jobs import logstore
+    from jobs.models import LogChunk
+
+    for attempt, n in ((attempts[0], 3), (attempts[1], 2)):
+        for seq in range(n):
+            LogChunk.objects.create(attempt=attempt, seq=seq, offset=seq * 6, stream="stdout", data=f"line {seq}\n")
+    assert logstore.compact_attempt(attempts[1].pk)  # an ended attempt's log, archived
     ledger_add(project_id=project.pk, resource="cpu_core_seconds", amount=12.5, day=now.date())
     ledger_add(project_id=project.pk, resource="gpu_seconds", amount=3.0, day=now.date())
     return {
@@ -82,7 +89,7 @@ def _same(prepared: Prepared, *args) -> None:
 
 
 def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(world):
-    from jobs import deps, fencing, logs_api, node_hooks, selectors, usage, wakeups
+    from jobs import deps, fencing, logs_api, logstore, node_hooks, selectors, usage, wakeups
     from jobs.scheduling import claims, cycle, loading, saving
     from lending import ledger
     from quotas import selectors as quota_selectors
@@ -114,6 +121,8 @@ def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(worl
     for attempt_id in [*attempts, 10**9]:
         runs += [(q, attempt_id) for q in (fencing._JOB_LOCKED, fencing._ATTEMPT_LOCKED, fencing._WITH_JOB)]
         runs.append((fencing._WITH_JOB_LOCKED, attempt_id))
+        runs += [(logstore._VERSION, attempt_id), (logstore._HOT_BATCH, attempt_id, -1)]
+        runs += [(logstore._HOT, attempt_id, after) for after in (-1, 1)]
 
     read_rows = set()
     for project_id in [*projects, 10**9]:
