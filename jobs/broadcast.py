@@ -17,7 +17,8 @@ from jobs.states import TERMINAL
 log = logging.getLogger(__name__)
 
 
-Move = tuple[int, str, str]  # (job id, its new state, the node of its attempt when assigned or running, else "")
+# (job id, its new state, the node of its attempt when assigned or running, else ""[, more fields of the message])
+Move = tuple[int, str, str] | tuple[int, str, str, dict]
 
 
 def group_name(job_id: int) -> str:
@@ -45,9 +46,10 @@ async def _listened(layer, moves: list[Move]) -> list[Move]:
     return kept
 
 
-def _message(state: str, node: str) -> dict:
-    """The group message of a move; `node`: where an assigned or running job is (clients need not read the job)."""
-    message = {"type": "job.state", "state": state, "terminal": state in TERMINAL}
+def _message(state: str, node: str, extra: dict | None = None) -> dict:
+    """The group message of a move; `node`: where an assigned or running job is (clients need not read the job);
+    `extra`: what the move adds (an end's attempt and its last stored log chunk: jobs.transitions.move)."""
+    message = {"type": "job.state", "state": state, "terminal": state in TERMINAL, **(extra or {})}
     if node:
         message["node"] = node
     return message
@@ -59,8 +61,8 @@ async def _send_all(layer, moves: list[Move]) -> None:
     for start in range(0, len(moves), 32):
         await asyncio.gather(
             *(
-                layer.group_send(group_name(job_id), _message(state, node))
-                for job_id, state, node in moves[start : start + 32]
+                layer.group_send(group_name(job_id), _message(state, node, *extra))
+                for job_id, state, node, *extra in moves[start : start + 32]
             )
         )
 

@@ -189,7 +189,9 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
         if self.ended:
             return
         if message.get("terminal"):
-            await self._catch_up()
+            told = message.get("log_seq")
+            if not (message.get("attempt_id") == self.attempt_id and told is not None and self.last_seq >= told):
+                await self._catch_up()  # a chunk may not have reached us yet: the database has every one
             await self._end(message.get("state", ""))
         else:  # progress for clients such as `euler run` (queued → assigned → running), without polling
             state = {"type": "state", "state": message.get("state", "")}

@@ -129,6 +129,19 @@ _HOT = Prepared(_hot_rows)
 _HOT_BATCH = Prepared(lambda attempt_id, after_seq: _hot_rows(attempt_id, after_seq)[:READ_BATCH])
 
 
+_LAST_HOT = Prepared(
+    lambda attempt_id: LogChunk.objects.filter(attempt_id=attempt_id).order_by("-seq").values_list("seq", flat=True)[:1]
+)
+
+
+def last_seq(attempt_id: int) -> int | None:
+    """The seq of the attempt's last stored chunk (-1: none yet); None once it has an archive (not read here)."""
+    if _VERSION.first(attempt_id) is not None:
+        return None
+    seq = _LAST_HOT.first(attempt_id)
+    return -1 if seq is None else seq
+
+
 def _archived(attempt_id: int) -> list[Chunk]:
     archives = LogArchive.objects.filter(attempt_id=attempt_id)
     version = _VERSION.first(attempt_id)

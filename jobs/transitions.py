@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from euler import writes
 from euler.errors import Conflict
-from jobs import broadcast
+from jobs import broadcast, logstore
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import ACTIVE, ATTEMPT_ACTIVE, IN_SLOT, TERMINAL, JobState, allowed
 
@@ -81,7 +81,13 @@ def move(
     )
     events_written_on_commit()
     at = attempt.node_name if attempt is not None and to in (JobState.ASSIGNED, JobState.RUNNING) else ""
-    broadcast.on_commit([(job.pk, to, at or "")])
+    if to in TERMINAL and attempt is not None:
+        # The end's attempt and its last stored log chunk: a log reader that has sent it ends without reading the
+        # log again (jobs/consumers.py).
+        extra = {"attempt_id": attempt.pk, "log_seq": logstore.last_seq(attempt.pk)}
+        broadcast.on_commit([(job.pk, to, at or "", extra)])
+    else:
+        broadcast.on_commit([(job.pk, to, at or "")])
     if to in TERMINAL:
         ended([job], now=now)
     return job

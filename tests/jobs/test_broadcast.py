@@ -41,6 +41,14 @@ async def test_moves_made_in_a_request_thread_reach_the_watchers_in_their_order(
     ]
 
 
+async def test_a_moves_own_fields_are_in_its_message():
+    layer, channel = await listen(8)
+    await sync_to_async(broadcast.on_commit)([(8, "succeeded", "", {"attempt_id": 3, "log_seq": 41})])
+    assert await received(layer, channel, 1) == [
+        {"type": "job.state", "state": "succeeded", "terminal": True, "attempt_id": 3, "log_seq": 41}
+    ]
+
+
 class HeldLayer:
     """A channel layer whose sends wait until the test lets them go."""
 

@@ -121,7 +121,11 @@ def test_every_prepared_query_of_the_project_reads_what_its_orm_build_reads(worl
     for attempt_id in [*attempts, 10**9]:
         runs += [(q, attempt_id) for q in (fencing._JOB_LOCKED, fencing._ATTEMPT_LOCKED, fencing._WITH_JOB)]
         runs.append((fencing._WITH_JOB_LOCKED, attempt_id))
-        runs += [(logstore._VERSION, attempt_id), (logstore._HOT_BATCH, attempt_id, -1)]
+        runs += [
+            (logstore._VERSION, attempt_id),
+            (logstore._HOT_BATCH, attempt_id, -1),
+            (logstore._LAST_HOT, attempt_id),
+        ]
         runs += [(logstore._HOT, attempt_id, after) for after in (-1, 1)]
 
     read_rows = set()

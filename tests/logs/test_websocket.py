@@ -235,3 +235,44 @@ async def test_a_queued_job_is_told_with_why_it_waits(api_key, project, node_and
     _, standing = await opening(ws, 0)
     assert standing == {"type": "state", "state": "queued", "pending_reason": "no node has 64 GPUs"}
     await ws.disconnect()
+
+
+async def end_naming(job, attempt, log_seq: int):
+    """An attempt's end as jobs.transitions.move tells it: with the attempt and its last stored chunk."""
+    message = {"type": "job.state", "state": "succeeded", "terminal": True, "attempt_id": attempt.pk}
+    await get_channel_layer().group_send(f"jobs.{job.pk}", message | {"log_seq": log_seq})
+
+
+async def test_an_end_naming_the_last_chunk_sent_ends_the_stream(api_key, running):
+    job, attempt = running
+    ws = socket(job, api_key)
+    await ws.connect()
+    await opening(ws, 2)
+    await end_naming(job, attempt, 1)
+    assert await ws.receive_json_from(timeout=10) == {"type": "end", "state": "succeeded"}
+
+
+async def test_an_end_naming_a_chunk_not_yet_received_sends_it_from_the_database_first(api_key, running):
+    job, attempt = running
+    ws = socket(job, api_key)
+    await ws.connect()
+    await opening(ws, 2)
+    await sync_to_async(add)(attempt, 2, "stored, its broadcast still on the way\n")
+    await end_naming(job, attempt, 2)
+    got = await ws.receive_json_from(timeout=10)
+    assert (got["seq"], got["data"]) == (2, "stored, its broadcast still on the way\n")
+    assert await ws.receive_json_from(timeout=10) == {"type": "end", "state": "succeeded"}
+
+
+def test_an_attempts_end_is_told_with_its_last_stored_chunk(running, monkeypatch):
+    from django.db import transaction
+
+    from jobs import broadcast, transitions
+    from jobs.models import Job
+
+    job, attempt = running
+    sent = []
+    monkeypatch.setattr(broadcast, "on_commit", sent.extend)
+    with transaction.atomic():
+        transitions.move(Job.objects.select_for_update().get(pk=job.pk), "succeeded", attempt=attempt)
+    assert sent == [(job.pk, "succeeded", "", {"attempt_id": attempt.pk, "log_seq": 1})]
