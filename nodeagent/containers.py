@@ -85,7 +85,8 @@ def create_kwargs(
     `memory_volumes`: the image's VOLUME paths, where the agent cannot measure volumes on disk: each becomes a
     tmpfs (no bytes on the lender's disk; what the job writes there counts against its memory limit).
     `runtime`: the engine runtime the agent chose and checked (nodeagent/runtimes.py; "": the engine's default);
-    `sandbox`: it is gVisor's, whose own tasks share the job's pids limit (SANDBOX_PIDS_FACTOR).
+    `sandbox`: it is gVisor's, whose own tasks share the job's pids limit (SANDBOX_PIDS_FACTOR), and which needs no
+    init for signals to reach the job.
     """
     a = assignment if isinstance(assignment, protocol.Assignment) else protocol.Assignment.model_validate(assignment)
     pids = a.pids_limit if 0 < a.pids_limit <= MAX_PIDS_LIMIT else DEFAULT_PIDS_LIMIT
@@ -104,7 +105,10 @@ def create_kwargs(
         "pids_limit": pids,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
-        "init": True,  # Docker's init as PID 1 forwards SIGTERM: a job that does not trap it still ends on cancel
+        # Docker's init as PID 1 forwards SIGTERM: a job that does not trap it still ends on cancel. Not under gVisor:
+        # its kernel gives PID 1 no such shield (a `sleep` there ends on SIGTERM, exit 143), and an init's own exit
+        # in the sandbox cost every job ~15 ms (BENCHMARKS.md, "The start path").
+        "init": not sandbox,
         "log_config": container_log_config(log_max_bytes),
         "detach": True,
     }

@@ -46,6 +46,14 @@ def test_it_builds_exactly_the_whitelisted_kwargs():
     }
 
 
+def test_a_sandboxed_job_has_no_init_and_a_pids_limit_scaled_for_the_sandbox():
+    kwargs = containers.create_kwargs(assignment(), node_name="n1", runtime="runsc", sandbox=True)
+    plain = containers.create_kwargs(assignment(), node_name="n1")
+    assert kwargs["init"] is False and plain["init"] is True  # gVisor's PID 1 gets SIGTERM without one
+    assert kwargs["pids_limit"] == plain["pids_limit"] * containers.SANDBOX_PIDS_FACTOR
+    assert kwargs["runtime"] == "runsc"
+
+
 def test_it_passes_gpus_by_uuid_as_a_device_request():
     kwargs = containers.create_kwargs(assignment(gpu_uuids=["GPU-aaa", "GPU-bbb"]), node_name="n1")
     assert kwargs["device_requests"] == [DeviceRequest(device_ids=["GPU-aaa", "GPU-bbb"], capabilities=[["gpu"]])]
