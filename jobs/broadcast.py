@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import Callable
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
@@ -55,7 +56,45 @@ def _message(state: str, node: str, extra: dict | None = None) -> dict:
     return message
 
 
+# Watchers in this process (the log websocket, the blocking read), told from the loop that serves them before the
+# channel layer carries the same message to every watcher through Redis: a move made here (a node's report to this
+# web process) reaches them a few Redis round trips sooner. They take the second copy as the duplicate it is.
+_here: dict[str, set[tuple[asyncio.AbstractEventLoop, Callable[[dict], None]]]] = {}
+
+
+def listen_here(job_id: int, callback: Callable[[dict], None]) -> Callable[[], None]:
+    """Call `callback(message)` on the running loop for each move of the job made in this process (as well as the
+    channel layer's copy); returns the function that stops it."""
+    entry = (asyncio.get_running_loop(), callback)
+    group = _here.setdefault(group_name(job_id), set())
+    group.add(entry)
+
+    def stop() -> None:
+        group.discard(entry)
+        if not group:
+            _here.pop(group_name(job_id), None)
+
+    return stop
+
+
+def _tell_here(moves: list[Move]) -> None:
+    if not _here:
+        return
+    current = asyncio.get_running_loop()
+    for job_id, state, node, *extra in moves:
+        for loop, callback in list(_here.get(group_name(job_id), ())):
+            message = _message(state, node, *extra)
+            if loop is current:
+                callback(message)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(callback, message)
+
+
 async def _send_all(layer, moves: list[Move]) -> None:
+    try:
+        _tell_here(moves)
+    except Exception as exc:  # noqa: BLE001 - the channel layer still tells them
+        log.warning("job state broadcast to this process's watchers failed: %s", type(exc).__name__)
     moves = await _listened(layer, moves)
     # A few at a time: a batch of a thousand at once would exhaust the channel layer's connection pool.
     for start in range(0, len(moves), 32):

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from jobs import broadcast
 from jobs.broadcast import group_name
 from jobs.logs_api import READ_BATCH, chunks_after, job_progress, log_target
 from jobs.models import Attempt
@@ -70,6 +71,8 @@ def _attempt(attempt_id: int):
 class JobLogsConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
     watcher: asyncio.Task | None = None
+    unlisten = None  # stops the moves made in this process from reaching us directly (jobs.broadcast.listen_here)
+    last_state: dict | None = None  # the last `state` message sent
 
     async def connect(self):
         from euler.errors import NotFound
@@ -88,6 +91,8 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
             user = self.scope.get("user")
             self.credential = ("session", getattr(session, "session_key", None), getattr(user, "pk", None), project.pk)
         self.ended = False
+        self.lock = asyncio.Lock()  # one message at a time: the channel layer's, and the moves told here directly
+        self.told: set[asyncio.Task] = set()
         self.group = group_name(self.job_id)
         await self.channel_layer.group_add(self.group, self.channel_name)  # before the reads: nothing falls between
         try:
@@ -107,7 +112,17 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
         if progress.state in TERMINAL:
             await self._end(progress.state)
         else:  # where the job stands: the reader need not read the job itself (later moves follow as messages)
-            await self.send_json(progress.message())
+            self.last_state = progress.message()
+            await self.send_json(self.last_state)
+            # A move this web process makes (a node's report to it) reaches us without the channel layer's round
+            # trips too; its copy through the layer then finds it handled.
+            self.unlisten = broadcast.listen_here(self.job_id, self._told_here)
+
+    def _told_here(self, message: dict) -> None:
+        if message.get("type") == "job.state" and not self.ended:
+            task = asyncio.ensure_future(self.job_state(message))
+            self.told.add(task)
+            task.add_done_callback(self.told.discard)
 
     def _after_seq(self) -> tuple[int, int | None]:
         """`?after_seq=S` (with `&attempt=N`, the attempt S belongs to): where to resume after a reconnect, and
@@ -138,6 +153,11 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def disconnect(self, code):
+        if self.unlisten is not None:
+            self.unlisten()
+            self.unlisten = None
+        for task in list(getattr(self, "told", ())):
+            task.cancel()
         if self.watcher is not None:
             self.watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -167,6 +187,10 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
         )
 
     async def job_log(self, message):
+        async with self.lock:
+            await self._log(message)
+
+    async def _log(self, message):
         if self.ended:
             return
         attempt_id = message.get("attempt_id")
@@ -186,6 +210,10 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
             await self._catch_up(upto=seq)
 
     async def job_state(self, message):
+        async with self.lock:
+            await self._state(message)
+
+    async def _state(self, message):
         if self.ended:
             return
         if message.get("terminal"):
@@ -197,9 +225,14 @@ class JobLogsConsumer(AsyncJsonWebsocketConsumer):
             state = {"type": "state", "state": message.get("state", "")}
             if message.get("node"):
                 state["node"] = message["node"]  # where it was assigned or runs: no need to read the job
-            await self.send_json(state)
+            if state != self.last_state:  # the same move told twice (here, and through the channel layer)
+                self.last_state = state
+                await self.send_json(state)
 
     async def _end(self, state: str) -> None:
         self.ended = True
+        if self.unlisten is not None:
+            self.unlisten()
+            self.unlisten = None
         await self.send_json({"type": "end", "state": state})
         await self.close()

@@ -12,6 +12,7 @@ the sync views' threads (euler.synchandler.run_sync), which keep their connectio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 
 from django.http import HttpRequest, HttpResponse
@@ -84,6 +85,7 @@ async def _until_moved(request, project, job_id: int, wait: Wait) -> bool:
     """Wait on the job's broadcasts until it moves as `wait` asks or the timeout passes; True when it moved."""
     from channels.layers import get_channel_layer
 
+    from jobs import broadcast
     from jobs.broadcast import group_name
 
     layer = get_channel_layer()
@@ -96,19 +98,39 @@ async def _until_moved(request, project, job_id: int, wait: Wait) -> bool:
     channel = await layer.new_channel()
     group = group_name(job_id)
     await layer.group_add(group, channel)  # before the read: no move falls between the two
+    # Moves made in this process reach the queue directly too (jobs.broadcast.listen_here), without the layer's
+    # round trips; the layer's copies follow them into the same queue.
+    heard: asyncio.Queue = asyncio.Queue()
+    unlisten = broadcast.listen_here(job_id, heard.put_nowait)
+    relay = asyncio.ensure_future(_relay(layer, channel, heard))
     try:
         if moved(await run_sync(request, _state, project, job_id), wait):
             return True
         while (left := deadline - loop.time()) > 0:
             try:
-                message = await asyncio.wait_for(layer.receive(channel), left)
+                message = await asyncio.wait_for(heard.get(), left)
             except TimeoutError:
                 return False
+            if isinstance(message, Exception):
+                raise message
             if message.get("type") == "job.state" and moved(message.get("state", ""), wait):
                 return True
         return False
     finally:
+        unlisten()
+        relay.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await relay
         await layer.group_discard(group, channel)
+
+
+async def _relay(layer, channel: str, heard: asyncio.Queue) -> None:
+    """The layer's messages into the queue; its failure too (raised by the reader, as a direct receive raised)."""
+    try:
+        while True:
+            heard.put_nowait(await layer.receive(channel))
+    except Exception as exc:  # noqa: BLE001 - handed to the reader, which raises it
+        heard.put_nowait(exc)
 
 
 @declare(get=member())

@@ -49,6 +49,23 @@ async def test_a_moves_own_fields_are_in_its_message():
     ]
 
 
+async def test_a_watcher_in_this_process_is_told_before_the_layer_sends_and_stops_when_it_asks():
+    told: list[dict] = []
+    stop = broadcast.listen_here(9, told.append)
+    sent = []
+
+    class Layer:
+        async def group_send(self, group: str, message: dict) -> None:
+            sent.append(list(told))  # what the watcher here had been told when the layer sent
+
+    await broadcast._send_all(Layer(), [(9, "running", "n1"), (10, "running", "n2")])
+    assert told == [{"type": "job.state", "state": "running", "terminal": False, "node": "n1"}]
+    assert sent[0] == told
+    stop()
+    await broadcast._send_all(Layer(), [(9, "succeeded", "")])
+    assert len(told) == 1 and not broadcast._here
+
+
 class HeldLayer:
     """A channel layer whose sends wait until the test lets them go."""
 

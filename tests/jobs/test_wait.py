@@ -130,3 +130,24 @@ async def test_bad_input_is_a_400_another_projects_job_a_404_and_no_key_a_401(ap
     assert response.status_code == 401
     response = await AsyncClient().post(f"/api/v1/jobs/{job.pk}/wait", headers={"X-Euler-API-Key": api_key})
     assert response.status_code == 405
+
+
+class Mute:
+    """A channel layer that carries nothing: only the direct path of this process (jobs.broadcast) remains."""
+
+    async def group_send(self, group: str, message: dict) -> None:
+        pass
+
+
+async def test_a_move_made_in_this_process_wakes_the_wait_without_the_channel_layer(api_key, project):
+    from jobs import broadcast
+
+    job = await sync_to_async(make_queued)(project)
+    waiting = asyncio.ensure_future(wait(api_key, job.pk, "?state=queued&timeout=60"))
+    await asyncio.wait_for(joined(job.pk), timeout=30)
+    while not waiting.done():  # until the wait is past its re-read of the row and listening: told again meanwhile
+        await broadcast._send_all(Mute(), [(job.pk, "assigned", "n1")])
+        await asyncio.wait({waiting}, timeout=0.2)
+    response = waiting.result()
+    assert (response["X-Euler-Wait"], response.json()["state"]) == ("moved", "queued")  # the row says queued still
+    assert not broadcast._here  # the wait stopped listening

@@ -276,3 +276,27 @@ def test_an_attempts_end_is_told_with_its_last_stored_chunk(running, monkeypatch
     with transaction.atomic():
         transitions.move(Job.objects.select_for_update().get(pk=job.pk), "succeeded", attempt=attempt)
     assert sent == [(job.pk, "succeeded", "", {"attempt_id": attempt.pk, "log_seq": 1})]
+
+
+class Mute:
+    """A channel layer that carries nothing: only the direct path of this process (jobs.broadcast) remains."""
+
+    async def group_send(self, group: str, message: dict) -> None:
+        pass
+
+
+async def test_a_move_made_in_this_process_reaches_the_socket_directly_and_once(api_key, running):
+    from jobs import broadcast
+
+    job, attempt = running
+    ws = socket(job, api_key)
+    await ws.connect()
+    await opening(ws, 2)
+    await broadcast._send_all(Mute(), [(job.pk, "queued", "")])  # told here only
+    assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "queued"}
+    await get_channel_layer().group_send(f"jobs.{job.pk}", {"type": "job.state", "state": "queued", "terminal": False})
+    assert await ws.receive_nothing(timeout=0.3)  # the layer's copy of the same move: not sent again
+    await broadcast._send_all(Mute(), [(job.pk, "succeeded", "", {"attempt_id": attempt.pk, "log_seq": 1})])
+    assert await ws.receive_json_from(timeout=10) == {"type": "end", "state": "succeeded"}
+    await ws.disconnect()
+    assert not broadcast._here
