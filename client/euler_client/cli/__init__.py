@@ -9,8 +9,15 @@ from euler_client import __version__
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The console script: run the command, flush what it wrote, exit with its status (a normal exit: every
-    stream and connection is closed by then, no thread is left to wait for)."""
+    """The console script: run the command, flush what it wrote, exit with its status (without the interpreter's
+    teardown: every stream and connection is closed by then, no thread is left to wait for). Called with `argv`
+    (tests): the same, but a normal exit (SystemExit)."""
+    if argv is None:
+        # The console script: the collector would walk the young objects of every module the command imports a
+        # few times over (~2-4 ms of `euler run`'s start); it runs about a thirtieth as often.
+        import gc
+
+        gc.set_threshold(20_000, 10, 10)
     status = run(sys.argv[1:] if argv is None else argv)
     try:
         sys.stdout.flush()
