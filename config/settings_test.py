@@ -52,6 +52,9 @@ from config.settings import *  # noqa: E402,F403
 
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 CELERY_TASK_ALWAYS_EAGER = True
+# The tests' submits are placed by the eager task in their own thread and transaction, never by a thread of the
+# test process (tests/e2e run the platform's real processes, where a submit's web process runs the pass).
+EULER_SCHEDULE_ON_SUBMIT_MAX = 0
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]  # noqa: F405

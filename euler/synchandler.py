@@ -21,6 +21,7 @@ as before.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
@@ -134,3 +135,15 @@ def route_sync_views(app):
         return await app(scope, receive, send)
 
     return router
+
+
+def serving_loop():
+    """The running event loop whose SyncToAsync called this thread (asgiref's own record): a web process's request
+    thread; else None (a Celery worker, a command, a thread of no request)."""
+    from asgiref.sync import SyncToAsync
+
+    local = SyncToAsync.threadlocal
+    loop = getattr(local, "main_event_loop", None)
+    if loop is None or getattr(local, "main_event_loop_pid", None) != os.getpid() or not loop.is_running():
+        return None
+    return loop

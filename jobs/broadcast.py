@@ -13,6 +13,7 @@ from collections.abc import Callable
 from asgiref.sync import async_to_sync
 from django.db import transaction
 
+from euler.synchandler import serving_loop
 from jobs.states import TERMINAL
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def send(moves: list[Move]) -> None:
         layer = get_channel_layer()
         if layer is None:
             return
-        loop = _serving_loop()
+        loop = serving_loop()
         if loop is not None:
             # In a web process: sent from its event loop, in order, while the request (a node's report, a cancel)
             # is answered; the node's next report no longer waits for the watchers to be told.
@@ -147,17 +148,6 @@ def _sender_loop() -> asyncio.AbstractEventLoop:
             running.wait(SEND_TIMEOUT)
             _sender = (os.getpid(), loop)
         return _sender[1]
-
-
-def _serving_loop() -> asyncio.AbstractEventLoop | None:
-    """The running event loop whose SyncToAsync called this thread (asgiref's own record), else None."""
-    from asgiref.sync import SyncToAsync
-
-    local = SyncToAsync.threadlocal
-    loop = getattr(local, "main_event_loop", None)
-    if loop is None or getattr(local, "main_event_loop_pid", None) != os.getpid() or not loop.is_running():
-        return None
-    return loop
 
 
 _last_send: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its latest queued send

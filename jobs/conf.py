@@ -11,6 +11,9 @@ from jobs.scheduling.isolation import parse_trust_min as _parse_trust_min
 
 # How often beat runs a scheduling pass (passes also run on submit, attempt end and node changes).
 EULER_SCHEDULER_INTERVAL = env_float("EULER_SCHEDULER_INTERVAL", 2.0, minimum=0.1)
+# A submit to a web process runs the scheduling pass there at once, on a thread of its own, unless more than this many
+# jobs are queued (then the worker's pass alone places them, as it does anyway); 0: only the worker's pass.
+EULER_SCHEDULE_ON_SUBMIT_MAX = env_int("EULER_SCHEDULE_ON_SUBMIT_MAX", 64, minimum=0, maximum=100_000)
 # Queued jobs locked and placed per transaction.
 EULER_SCHEDULER_BATCH = env_int("EULER_SCHEDULER_BATCH", 1000, minimum=1, maximum=100_000)
 # At most this many attempts per live web process handed to nodes and not yet started (0: no limit): the

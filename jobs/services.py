@@ -46,7 +46,7 @@ def job_submit(*, project, spec: dict, by=None) -> Job:
         project=project, env=env, has_env=bool(env), created_by=by, queued_at=timezone.now(), **spec
     )
     transitions.created(job)
-    schedule_on_commit()
+    schedule_on_commit(here=True)
     return job
 
 

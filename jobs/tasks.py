@@ -11,9 +11,12 @@ from jobs.wakeups import SCHEDULE_TASK
 
 
 @shared_task(name=SCHEDULE_TASK, ignore_result=True)
-def schedule() -> None:
-    if cycle.run().busy:  # single-flight on the pass's own lock: the holder sees the dirty flag and goes again
+def schedule(limit: int = 0) -> cycle.PassStats:
+    """A scheduling pass (`limit`: none over a longer queue; jobs/wakeups.py runs it so in a web process)."""
+    stats = cycle.run(limit=limit)
+    if stats.busy:  # single-flight on the pass's own lock: the holder sees the dirty flag and goes again
         note_skipped(SCHEDULE_TASK, "another pass is running")
+    return stats
 
 
 @shared_task(name="jobs.tasks.node_lost", ignore_result=True)

@@ -24,12 +24,15 @@ def redis_key(name: str) -> str:
     return f"euler:jobs:scheduler:{connection.settings_dict.get('NAME')}:{name}"
 
 
-def request_pass() -> None:
+def request_pass(*, here: bool = False) -> None:
     """Ask for a pass: mark the queue dirty, and enqueue a task unless one is queued and not yet started.
 
     A burst of submits thus costs one Celery task, not one each; a pass already running sees the flag
-    and goes again. Never raises: beat runs a pass every few seconds anyway.
+    and goes again. Never raises: beat runs a pass every few seconds anyway. `here` (a submit): in a web process,
+    the pass is run here first (pass_here), and no task is sent when it did the work.
     """
+    if here and pass_here():
+        return
     try:
         from euler.redis import client
 
@@ -46,6 +49,30 @@ def request_pass() -> None:
         current_app.tasks[SCHEDULE_TASK].delay()
     except Exception as exc:  # noqa: BLE001 - the broker being down only delays placement to the next beat
         log.warning("scheduling pass not requested: %s", type(exc).__name__)
+
+
+def pass_here() -> bool:
+    """A web process that has just committed a submit runs the scheduling pass itself, before it answers: the job is
+    placed without waiting for a Celery worker to hear of it (the broker's hop and the task's start, ~4 ms of every
+    job's start; BENCHMARKS.md, "The start path"). On the request's own thread: a thread of its own waited for the
+    interpreter's lock while the request went on. The pass takes the worker's lock; one that is busy is left to
+    its holder, which sees the flag and goes again. Over a queue longer than EULER_SCHEDULE_ON_SUBMIT_MAX it
+    places nothing: False, and the caller asks for the worker's pass. Nothing outside a web process (a worker, a
+    command; the tests' settings turn it off). Never raises."""
+    from celery import current_app
+    from django.conf import settings
+
+    from euler.synchandler import serving_loop
+
+    limit = settings.EULER_SCHEDULE_ON_SUBMIT_MAX
+    if not limit or serving_loop() is None:
+        return False
+    try:
+        stats = current_app.tasks[SCHEDULE_TASK].run(limit=limit)  # the task's own body, by name (no import circle)
+    except Exception as exc:  # noqa: BLE001 - the worker's pass places the job all the same
+        log.warning("scheduling pass on submit failed: %s", type(exc).__name__)
+        return False
+    return not stats.deferred and not stats.unlocked
 
 
 def note_paced(paced: bool) -> None:
@@ -97,10 +124,14 @@ def _queued_one():
 _QUEUED_ONE = Prepared(_queued_one)
 
 
-def schedule_on_commit(*, if_queued: bool = False) -> None:
+def schedule_on_commit(*, if_queued: bool = False, here: bool = False) -> None:
     """Ask for a scheduling pass once the current transaction commits (beat catches up if this is lost);
-    `if_queued`: only if a job is queued then (an attempt's end freed resources, and nothing else is new)."""
-    transaction.on_commit(request_pass_if_queued if if_queued else request_pass)
+    `if_queued`: only if a job is queued then (an attempt's end freed resources, and nothing else is new); `here`:
+    a submit, whose web process runs the pass too (pass_here)."""
+    if if_queued:
+        transaction.on_commit(request_pass_if_queued)
+    else:
+        transaction.on_commit(lambda: request_pass(here=here))
 
 
 def wake_on_commit(node_id: int | None) -> None:

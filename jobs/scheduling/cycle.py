@@ -53,6 +53,8 @@ class PassStats:
     busy: bool = False  # another pass held the lock
     paced: bool = False  # the handover window held placements back
     preempted: int = 0  # running attempts asked to stop for higher-class jobs
+    deferred: bool = False  # the queue was longer than the caller's limit: left to the worker's pass
+    unlocked: bool = False  # Redis did not answer: run without its lock, and nobody told to go again
 
     def add(self, other: PassStats) -> None:
         self.placed += other.placed
@@ -61,6 +63,7 @@ class PassStats:
         self.batches += other.batches
         self.busy = self.busy or other.busy
         self.paced = self.paced or other.paced
+        self.deferred = self.deferred or other.deferred
 
 
 def _advisory_lock() -> bool:
@@ -190,12 +193,15 @@ def _plan(
     return placements, pending, decisions
 
 
-def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassStats:
-    """Place queued jobs in fair-share order, one transaction per batch of `batch` jobs (see queued_order)."""
+def one_pass(*, now: datetime | None = None, batch: int | None = None, limit: int = 0) -> PassStats:
+    """Place queued jobs in fair-share order, one transaction per batch of `batch` jobs (see queued_order); with
+    `limit`, none when more than that many are queued (stats.deferred)."""
     size = batch or settings.EULER_SCHEDULER_BATCH
     stats, rows = PassStats(), {}
     started = time.perf_counter()
     order = queued_order()
+    if limit and len(order) > limit:
+        return PassStats(deferred=True)
     if order:
         rows["allowance"] = handover_allowance()
     for first in range(0, len(order), size):
@@ -214,8 +220,10 @@ def one_pass(*, now: datetime | None = None, batch: int | None = None) -> PassSt
     return stats
 
 
-def run(*, now: datetime | None = None) -> PassStats:
-    """Run passes until nobody asked for another; returns at once when another process holds the pass."""
+def run(*, now: datetime | None = None, limit: int = 0) -> PassStats:
+    """Run passes until nobody asked for another; returns at once when another process holds the pass. `limit` (a
+    web process's pass on submit, jobs/wakeups.py): no pass over a queue longer than that; the request stands for
+    the worker's."""
     import redis
 
     from euler.redis import client
@@ -223,8 +231,11 @@ def run(*, now: datetime | None = None) -> PassStats:
     stats = PassStats()
     try:
         r = client()
-        r.delete(redis_key("requested"))  # from here on, a new request enqueues a new task (see wakeups)
-        r.set(redis_key("dirty"), 1)
+        pipe = r.pipeline(transaction=False)  # one round trip
+        if not limit:
+            pipe.delete(redis_key("requested"))  # from here on, a new request enqueues a new task (see wakeups)
+        pipe.set(redis_key("dirty"), 1)
+        pipe.execute()
         while True:
             lock = r.lock(redis_key("lock"), timeout=120, blocking=False)
             if not lock.acquire(blocking=False):
@@ -232,7 +243,10 @@ def run(*, now: datetime | None = None) -> PassStats:
                 return stats  # the holder sees the flag and goes again
             try:
                 while r.delete(redis_key("dirty")):
-                    stats.add(one_pass(now=now))
+                    stats.add(one_pass(now=now, limit=limit))
+                    if stats.deferred:
+                        r.set(redis_key("dirty"), 1)  # still asked for: the worker's task places them
+                        return stats
             finally:
                 try:
                     lock.release()
@@ -242,5 +256,6 @@ def run(*, now: datetime | None = None) -> PassStats:
                 return stats
     except redis.exceptions.RedisError as exc:
         log.warning("scheduler runs without its Redis lock: %s", type(exc).__name__)
-        stats.add(one_pass(now=now))
+        stats.add(one_pass(now=now, limit=limit))
+        stats.unlocked = True
         return stats

@@ -132,3 +132,49 @@ def test_a_node_whose_egress_rules_are_not_installed_gets_no_networked_job(submi
     make_node(job_egress="public")
     schedule()
     assert Job.objects.get(pk=networked.pk).state == "assigned"
+
+
+def test_a_pass_with_a_limit_leaves_a_longer_queue_to_the_workers_pass(submit, make_node, monkeypatch):
+    from jobs import tasks
+
+    monkeypatch.setattr(tasks.schedule, "delay", lambda: None)  # submits ask for the worker's pass, which waits
+    make_node()
+    jobs = [submit() for _ in range(3)]
+    stats = cycle.run(limit=2)
+    assert stats.deferred and stats.placed == 0
+    assert client().exists(cycle.redis_key("dirty"))  # still asked for
+    assert cycle.run(limit=3).placed == 3
+    assert {Job.objects.get(pk=j["id"]).state for j in jobs} == {"assigned"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_submit_to_a_web_process_is_placed_by_that_process_before_it_answers(
+    submit, make_node, monkeypatch, settings
+):
+    from asgiref.sync import async_to_sync, sync_to_async
+
+    from jobs import tasks
+
+    sent = []
+    monkeypatch.setattr(tasks.schedule, "delay", lambda: sent.append(1))  # the worker's pass, asked for
+    settings.EULER_SCHEDULE_ON_SUBMIT_MAX = 2
+    make_node()
+
+    def submitted():
+        from django.db import connections
+
+        try:
+            return submit()
+        finally:
+            connections.close_all()  # the thread's own: the test database can be dropped
+
+    def in_a_web_process():  # a sync view's thread, called from the serving loop as the web's are
+        return async_to_sync(sync_to_async(submitted, thread_sensitive=False))()
+
+    assert submit()["state"] == "queued" and sent == [1]  # not a web process: the worker's pass alone
+    client().delete(cycle.redis_key("requested"))  # the worker's task started
+    assert in_a_web_process()["state"] == "assigned" and sent == [1]  # placed here (the first one too), no task
+    assert Job.objects.filter(state="queued").count() == 0
+    monkeypatch.setattr(cycle, "queued_order", lambda: [1, 2, 3])  # a longer queue than the limit
+    assert in_a_web_process()["state"] == "queued" and sent == [1, 1]  # left to the worker's pass
+    assert client().exists(cycle.redis_key("dirty"))
