@@ -79,7 +79,6 @@ def move(
     writes.insert(
         JobEvent(job=job, attempt=attempt, from_state=source, to_state=to, reason=why[:32], message=note[:1000])
     )
-    events_written_on_commit()
     at = attempt.node_name if attempt is not None and to in (JobState.ASSIGNED, JobState.RUNNING) else ""
     if to in TERMINAL and attempt is not None:
         # The end's attempt and its last stored log chunk: a log reader that has sent it ends without reading the
@@ -88,6 +87,7 @@ def move(
         broadcast.on_commit([(job.pk, to, at or "", extra)])
     else:
         broadcast.on_commit([(job.pk, to, at or "")])
+    events_written_on_commit()  # after the broadcast (hooks run in order): the webhooks' nudge asks Redis first
     if to in TERMINAL:
         ended([job], now=now)
     return job
