@@ -53,7 +53,7 @@ def _opening(project, job_id: int, after: tuple[int, int | None]):
     after_seq, attempt = after
     if attempt is not None and attempt != target.attempt_number:
         after_seq = -1  # a retry started while the client was away: the new attempt's log from its start
-    progress = job_progress(job_id)
+    progress = job_progress(project.pk, job_id)
     rows = chunks_after(target.attempt_id, after_seq) if target.attempt_id is not None else []
     return target, after_seq, progress, rows
 

@@ -52,9 +52,11 @@ class Progress(NamedTuple):
 
 
 _PROGRESS = Prepared(
-    lambda job_id: Job.objects.filter(pk=job_id).values_list("state", "pending_reason", "current_attempt__node_name")[
-        :1
-    ]
+    lambda project_id, job_id: (
+        scoped.jobs(project=project_id)
+        .filter(pk=job_id)
+        .values_list("state", "pending_reason", "current_attempt__node_name")[:1]
+    )
 )
 
 
@@ -108,9 +110,9 @@ def log_target(*, project, job_id: int, attempt_number: int | None = None) -> Ta
     return Target(job.pk, attempt.pk, attempt.number)
 
 
-def job_progress(job_id: int) -> Progress:
-    """The job's state, pending reason and node."""
-    row = _PROGRESS.first(job_id)
+def job_progress(project_id: int, job_id: int) -> Progress:
+    """The project's job's state, pending reason and node (another project's is a 404)."""
+    row = _PROGRESS.first(project_id, job_id)
     if row is None:
         raise NotFound("No such job.", code="not_found")
     return Progress(*row)

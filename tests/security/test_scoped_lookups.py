@@ -89,7 +89,6 @@ ALLOWED = {
     "through (filtered by that job)",
     "jobs/logs_api.py:attempt_active": "an attempt that log_target resolved in the caller's project",
     "jobs/logs_api.py:first_attempt_or_end": "a job that log_target resolved in the caller's project",
-    "jobs/consumers.py:_job_state": "the socket's job, resolved by log_target in the caller's project at connect",
     "jobs/consumers.py:_attempt": "an attempt that a live message of the socket's own job named",
     "workflows/schedules.py:run_one": "the tick: a schedule that run_due selected, all projects",
 }
