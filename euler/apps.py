@@ -20,8 +20,8 @@ class EulerConfig(AppConfig):
 def _sqlite_wal(using: str = "default", **_kwargs) -> None:
     """`make up`'s SQLite file in write-ahead-log mode, once, when it is migrated (before the platform's processes
     connect: the switch needs the file to itself). A commit then appends to the log and syncs it, instead of
-    writing and syncing a rollback journal and the file itself: ~0.2 ms instead of ~0.8 here, on every write of
-    the start path (BENCHMARKS.md, "The start path"), equally durable (synchronous=FULL, config/settings.py); and
+    writing and syncing a rollback journal and the file itself: ~0.26 ms instead of ~0.72 here, on every write of
+    the start path (`bench/sqlite_commit.py`), equally durable (synchronous=FULL, config/settings.py); and
     readers no longer wait for a writer's commit. The mode stays with the file."""
     import logging
 

@@ -107,7 +107,7 @@ def create_kwargs(
         "security_opt": ["no-new-privileges:true"],
         # Docker's init as PID 1 forwards SIGTERM: a job that does not trap it still ends on cancel. Not under gVisor:
         # its kernel gives PID 1 no such shield (a `sleep` there ends on SIGTERM, exit 143), and an init's own exit
-        # in the sandbox cost every job ~15 ms (BENCHMARKS.md, "The start path").
+        # in the sandbox delayed every job's end by ~10 ms (BENCHMARKS.md, "The last hops around the engine").
         "init": not sandbox,
         "log_config": container_log_config(log_max_bytes),
         "detach": True,
