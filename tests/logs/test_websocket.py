@@ -49,6 +49,14 @@ async def receive_all(ws, n: int) -> list[dict]:
     return [await ws.receive_json_from(timeout=10) for _ in range(n)]
 
 
+async def following(job, api_key: str) -> WebsocketCommunicator:
+    """A socket on the `running` fixture's job, connected, its two backlog chunks and where the job stands read."""
+    ws = socket(job, api_key)
+    assert (await ws.connect())[0]
+    await opening(ws, 2)
+    return ws
+
+
 async def opening(ws, n: int) -> tuple[list[dict], dict]:
     """The n chunks of the backlog, then the message of where the job stands (sent once, after the backlog)."""
     backlog = await receive_all(ws, n)
@@ -79,9 +87,7 @@ async def test_it_sends_the_backlog_then_live_chunks_then_end(api_key, running):
 
 async def test_a_duplicate_live_message_is_sent_once_and_a_gap_is_read_from_the_database(api_key, running):
     job, attempt = running
-    ws = socket(job, api_key)
-    await ws.connect()
-    await opening(ws, 2)
+    ws = await following(job, api_key)
     await sync_to_async(add)(attempt, 2, "stored, broadcast lost\n")
     await publish(job, attempt, 3, "after the gap\n")
     layer = get_channel_layer()
@@ -133,9 +139,7 @@ async def test_a_reconnect_naming_an_older_attempt_gets_the_latest_attempt_from_
 
 async def test_a_retry_switches_to_the_new_attempts_log(api_key, running, make_job, project, node_and_credential):
     job, first = running
-    ws = socket(job, api_key)
-    await ws.connect()
-    await opening(ws, 2)
+    ws = await following(job, api_key)
     _, second = await sync_to_async(make_job)(project, node_and_credential[0], job=job, number=2)
     await publish(job, second, 0, "second attempt\n")
     got = await receive_all(ws, 2)
@@ -159,9 +163,7 @@ async def test_an_anonymous_or_bad_key_handshake_is_refused(running):
 async def test_a_disconnect_leaves_no_subscription(api_key, running):
     job, _ = running
     layer = get_channel_layer()
-    ws = socket(job, api_key)
-    await ws.connect()
-    await opening(ws, 2)
+    ws = await following(job, api_key)
     assert layer.groups.get(f"jobs.{job.pk}")
     await ws.disconnect()
     assert not layer.groups.get(f"jobs.{job.pk}")
@@ -213,9 +215,7 @@ async def test_a_session_handshake_keeps_the_origin_check(owner, running):
 
 async def test_a_move_that_is_not_an_end_is_sent_as_a_state_message(api_key, running):
     job, _ = running
-    ws = socket(job, api_key)
-    await ws.connect()
-    await opening(ws, 2)
+    ws = await following(job, api_key)
     await get_channel_layer().group_send(f"jobs.{job.pk}", {"type": "job.state", "state": "queued", "terminal": False})
     assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "queued"}
     running = {"type": "job.state", "state": "running", "terminal": False, "node": "n1"}
@@ -245,18 +245,14 @@ async def end_naming(job, attempt, log_seq: int):
 
 async def test_an_end_naming_the_last_chunk_sent_ends_the_stream(api_key, running):
     job, attempt = running
-    ws = socket(job, api_key)
-    await ws.connect()
-    await opening(ws, 2)
+    ws = await following(job, api_key)
     await end_naming(job, attempt, 1)
     assert await ws.receive_json_from(timeout=10) == {"type": "end", "state": "succeeded"}
 
 
 async def test_an_end_naming_a_chunk_not_yet_received_sends_it_from_the_database_first(api_key, running):
     job, attempt = running
-    ws = socket(job, api_key)
-    await ws.connect()
-    await opening(ws, 2)
+    ws = await following(job, api_key)
     await sync_to_async(add)(attempt, 2, "stored, its broadcast still on the way\n")
     await end_naming(job, attempt, 2)
     got = await ws.receive_json_from(timeout=10)
@@ -289,9 +285,7 @@ async def test_a_move_made_in_this_process_reaches_the_socket_directly_and_once(
     from jobs import broadcast
 
     job, attempt = running
-    ws = socket(job, api_key)
-    await ws.connect()
-    await opening(ws, 2)
+    ws = await following(job, api_key)
     await broadcast._send_all(Mute(), [(job.pk, "queued", "")])  # told here only
     assert await ws.receive_json_from(timeout=10) == {"type": "state", "state": "queued"}
     await get_channel_layer().group_send(f"jobs.{job.pk}", {"type": "job.state", "state": "queued", "terminal": False})
