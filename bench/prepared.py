@@ -58,7 +58,7 @@ def main() -> None:
 
 def run(rounds: int) -> None:
     from django.db import connection, transaction
-    from django.db.models import Prefetch, Sum
+    from django.db.models import Sum
     from django.utils import timezone
 
     from euler import writes
@@ -68,6 +68,7 @@ def run(rounds: int) -> None:
     from jobs.states import ATTEMPT_ACTIVE
     from nodes.models import Node
     from quotas.services import project_create
+    from tests.jobs.reference import job_read_by_orm
 
     project = project_create(name="bench")
     node = Node.objects.create(name="n1", trust="platform", approval="approved", online=True, cpu_milli=4000,
@@ -94,16 +95,7 @@ def run(rounds: int) -> None:
         return Attempt.objects.select_related("job").defer("job__env").filter(pk=attempt.pk).first()
 
     def job_orm():
-        return (
-            Job.objects.filter(project=project, pk=job.pk)
-            .defer("env")
-            .prefetch_related(
-                Prefetch("attempts", queryset=Attempt.objects.order_by("number")),
-                Prefetch("events", queryset=JobEvent.objects.order_by("created_at", "id")),
-                "dependencies",
-            )
-            .first()
-        )
+        return job_read_by_orm(project, job.pk)
 
     def mark_orm():
         return Attempt.objects.filter(pk=attempt.pk, metered_until=mark).update(metered_until=mark)

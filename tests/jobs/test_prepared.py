@@ -239,23 +239,12 @@ def test_a_build_that_does_not_pass_its_arguments_through_is_refused():
 
 
 def test_a_jobs_read_sets_its_related_rows_as_prefetch_related_does(world, project):
-    from django.db.models import Prefetch
-
     from jobs import selectors
     from jobs.api.serializers import JobDetailSerializer
-    from jobs.models import Attempt, Job, JobEvent
+    from tests.jobs.reference import job_read_by_orm
 
     for job_id in world["jobs"][:3] + world["jobs"][-1:]:
-        want = (
-            Job.objects.filter(project=project, pk=job_id)
-            .defer("env")
-            .prefetch_related(
-                Prefetch("attempts", queryset=Attempt.objects.order_by("number")),
-                Prefetch("events", queryset=JobEvent.objects.order_by("created_at", "id")),
-                "dependencies",
-            )
-            .first()
-        )
+        want = job_read_by_orm(project, job_id)
         job = selectors.job_get(project=project, job_id=job_id)
         with CaptureQueriesContext(connection) as ran:
             got = JobDetailSerializer(job).data
