@@ -19,8 +19,8 @@ def persistent_connections(databases: dict, max_age: int) -> None:
     """A worker's processes keep their database connection between tasks, checked before each reuse (Django's
     CONN_HEALTH_CHECKS) and closed by Celery's Django fix-up when it is older than `max_age` or broken. Not with the
     psycopg pool (it already keeps them). SQLite's too (`make up`'s file): a new connection read the whole schema
-    again at its first statement, ~0.7 ms of every scheduling pass's critical path (BENCHMARKS.md, "The last hops
-    around the engine")."""
+    again at its first statement, 1.15 ms against 0.06 for the pass's first read (`bench/sqlite_commit.py`), on
+    every scheduling pass's critical path."""
     db = databases["default"]
     if max_age <= 0 or "pool" in db.get("OPTIONS", {}):
         return

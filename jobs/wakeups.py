@@ -53,8 +53,8 @@ def request_pass(*, here: bool = False) -> None:
 
 def pass_here() -> bool:
     """A web process that has just committed a submit runs the scheduling pass itself, before it answers: the job is
-    placed without waiting for a Celery worker to hear of it (the broker's hop and the task's start, ~4 ms of every
-    job's start; BENCHMARKS.md, "The last hops around the engine"). On the request's own thread: a thread of its own
+    placed without waiting for a Celery worker to hear of it (the broker's hop and the task's start: submit → placed
+    16–19 → 10–13 ms in `bench/cli.py`, with the rest of stop 53). On the request's own thread: a thread of its own
     waited for the interpreter's lock while the request went on. The pass takes the worker's lock; one that is busy
     is left to its holder, which sees the flag and goes again. Over a queue longer than EULER_SCHEDULE_ON_SUBMIT_MAX
     it places nothing: False, and the caller asks for the worker's pass. Nothing outside a web process (a worker, a

@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> None:
     (tests): the same, but a normal exit (SystemExit)."""
     if argv is None:
         # The console script: the collector would walk the young objects of every module the command imports a
-        # few times over (~2-4 ms of `euler run`'s start); it runs about a thirtieth as often.
+        # few times over; it runs about a thirtieth as often.
         import gc
 
         gc.set_threshold(20_000, 10, 10)
