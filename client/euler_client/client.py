@@ -31,9 +31,8 @@ def __getattr__(name: str):
     """`LogChunk` and `sse_events`, kept importable from here, loaded with their modules on first use."""
     if name not in _ELSEWHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_ELSEWHERE[name]), name)
+    __import__(_ELSEWHERE[name])  # not importlib: its package imports `warnings`
+    return getattr(sys.modules[_ELSEWHERE[name]], name)
 
 
 class _Namespace:
@@ -49,9 +48,8 @@ class _Namespace:
     def __get__(self, client, owner=None):
         if client is None:
             return self
-        import importlib
-
-        value = getattr(importlib.import_module(self.module), self.cls)(client)
+        __import__(self.module)  # not importlib: its package imports `warnings`
+        value = getattr(sys.modules[self.module], self.cls)(client)
         client.__dict__[self.name] = value  # an attribute of the instance from now on: found before this
         return value
 

@@ -7,7 +7,6 @@ import os
 import sys
 import time
 from collections import namedtuple
-from collections.abc import Iterator
 
 from euler_client.answers import USER_AGENT, reason
 from euler_client.errors import ConnectionFailed, EulerError
@@ -15,6 +14,8 @@ from euler_client.query import query as encode
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from euler_client.api import Api
 
 
