@@ -272,7 +272,7 @@ class AttemptRun(AttemptStart, AttemptRecord):
             if fresh:
                 self.spans.mark("reported")
                 self.spans.log(self.ex.log, self.attempt_id)
-        self.ex.watch_disk(self, cid)  # until the run finishes (Executor._finished)
+        self.ex.watch_disk(self, cid, fresh=fresh)  # until the run finishes (Executor._finished)
         self._after_start(cid)
         self._run_until_exit(cid)
         self.spans.mark("exit")

@@ -158,8 +158,8 @@ class VolumeAccess:
 
 class DiskGuard:
     """Measures one container's writable layer and volumes every DISK_CHECK_SECONDS (less often when that is
-    slow: `next_check_in`); past `limit`, or when a volume cannot be measured, kills it and calls
-    `exceeded(message)` once."""
+    slow: `next_check_in`), the first time after `first_in` seconds (DISK_FIRST_CHECK_SECONDS for a container just
+    started); past `limit`, or when a volume cannot be measured, kills it and calls `exceeded(message)` once."""
 
     def __init__(
         self,
@@ -170,6 +170,7 @@ class DiskGuard:
         *,
         interval: float = DISK_CHECK_SECONDS,
         max_inodes: int = 0,
+        first_in: float = 0.0,
     ):
         self.api = api
         self.container_id = container_id
@@ -179,6 +180,7 @@ class DiskGuard:
         self._fallback_logged = False
         self.exceeded = exceeded
         self.interval = interval
+        self.first_in = first_in
         self.used = 0
         self._slow_logged = False
         self.volumes: set[str] = set()  # names of the container's volumes, seen by a measurement
@@ -229,6 +231,8 @@ class DiskGuard:
         return Usage(so_far.bytes + found.bytes, so_far.inodes + found.inodes)
 
     def _run(self) -> None:
+        if self.first_in > 0:
+            self._stop.wait(self.first_in)
         while not self._stop.is_set():
             began = time.monotonic()
             message = ""

@@ -20,7 +20,7 @@ from nodeagent.attempt_phase import Phase
 from nodeagent.attempt_run import AttemptRun
 from nodeagent.containers import DEFAULT_CONTAINER_LOG_BYTES, MIN_CONTAINER_LOG_BYTES
 from nodeagent.disk import DiskGuard, StorageQuota, VolumeAccess, remove_volumes
-from nodeagent.disk_limits import DEFAULT_MAX_INODES
+from nodeagent.disk_limits import DEFAULT_MAX_INODES, DISK_FIRST_CHECK_SECONDS
 from nodeagent.executor_gpus import ExecutorGpus
 from nodeagent.executor_start import ExecutorStart
 from nodeagent.imagecache import ImageCache
@@ -211,14 +211,21 @@ class Executor(ExecutorGpus, ExecutorStart):
             return sorted(a for a, run in self._runs.items() if run.phase not in (Phase.ENDED, Phase.DISCARDED))
 
     # --- what a job may use: disk (the start path: nodeagent/executor_start.py) -----------------------
-    def watch_disk(self, run: AttemptRun, container_id: str) -> DiskGuard | None:
+    def watch_disk(self, run: AttemptRun, container_id: str, *, fresh: bool = False) -> DiskGuard | None:
         """Measure the container's writable layer and volumes while it runs (with a storage quota too: it does
         not cover volumes); past `disk_bytes` the run ends `disk_limit`. Its volumes go with the container
-        (removed with `v`), after the end is reported."""
+        (removed with `v`), after the end is reported. `fresh`: just started, first measured a moment later."""
         limit = int(run.assignment.disk_bytes) if run.assignment is not None else int(run.record.get("disk_bytes", 0))
         if limit <= 0 and self.max_inodes <= 0:
             return None
-        guard = DiskGuard(self.runner.client.api, container_id, limit, run.disk_exceeded, max_inodes=self.max_inodes)
+        guard = DiskGuard(
+            self.runner.client.api,
+            container_id,
+            limit,
+            run.disk_exceeded,
+            max_inodes=self.max_inodes,
+            first_in=DISK_FIRST_CHECK_SECONDS if fresh else 0.0,
+        )
         with self._lock:
             self._disk_guards[run.attempt_id] = guard
         return guard.start()
