@@ -11,6 +11,9 @@ turns so that drift hits all alike:
   one blocking read, `GET /api/v1/jobs/{id}/wait`, which answers once the job has ended: the server's own path,
   without the CLI. `--poll 0.01` reads `GET /api/v1/jobs/{id}` every 10 ms instead (the figure before the blocking
   read existed; each read costs the web process ~20 ms of CPU on the 2-core machine the engine shares).
+Each of the three starts on a settled engine: the agent removes a job's container once it has reported its end,
+off the job's path, and that removal would otherwise run into the next turn (the next `docker run` above all); the
+bench waits for it (the engine's own `wait` with condition `removed`), untimed, before each turn.
 Prints the medians (and p90), the ratios to docker, and the CPU time (user + sys) of the euler process
 (getrusage of the children), with `euler --version` and `python -c pass` for scale.
 
@@ -125,7 +128,7 @@ def main() -> None:
         raise SystemExit(f"{EULER} is missing: pip install -e ./client")
     sys.path.insert(0, str(REPO / "client"))
     import euler_client
-    from job_latency import boot
+    from job_latency import boot, settle
 
     compileall.compile_dir(Path(euler_client.__file__).parent, quiet=1)
     if args.before:
@@ -137,15 +140,21 @@ def main() -> None:
         figures["euler run (before)"], cpu["euler run (before)"] = [], []
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
         platform, http, key = boot(Path(tmp))
+        import docker
+
+        engine = docker.APIClient()
         # This checkout's client, whichever one the virtual environment's `euler` was installed from.
         path = os.pathsep.join(filter(None, [str(REPO / "client"), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "HOME": tmp, "EULER_URL": platform.url, "EULER_API_KEY": key, "PYTHONPATH": path}
         try:
             for i in range(args.warmup + args.pairs):
+                settle(engine)
                 docker_s, _ = timed(docker_argv)
                 euler_s, euler_cpu = timed(cli_argv, env)
+                settle(engine)
                 server_s = server_path(http, extra, args.poll)
                 if args.before:
+                    settle(engine)
                     before_s, before_cpu = timed(CLI, {**env, "PYTHONPATH": args.before})
                 if i >= args.warmup:
                     if args.before:
@@ -156,6 +165,7 @@ def main() -> None:
                     figures["server path (API)"].append(server_s)
                     cpu["euler run"].append(euler_cpu)
         finally:
+            engine.close()
             http.close()
             platform.stop()
     for label, argv in (

@@ -61,6 +61,18 @@ def boot(tmp: Path, env: dict | None = None):
     return platform, http, key
 
 
+def settle(engine) -> None:
+    """Until the engine holds no container of Euler's: each is waited for until removed (docker-py's low-level
+    `wait` with condition `removed`; one already gone answers 404)."""
+    import docker.errors
+
+    for found in engine.containers(all=True, filters={"label": "euler.managed=true"}):
+        try:
+            engine.wait(found["Id"], condition="removed", timeout=60)
+        except docker.errors.NotFound:
+            pass
+
+
 def submit(http, command: list[str], **over) -> int:
     body = {
         "name": "bench",

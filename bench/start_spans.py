@@ -14,7 +14,9 @@ on the local Docker engine), then, in alternating rounds so that the machine's l
   record, the output reader and the exit waiter), reported (the `running` report's round trip); then the end:
   exit (until the owner knows the exit), drained (the last logs shipped), collected (outputs, GPU figures, the
   init's exec failure), ended (the `ended` report's round trip).
-Prints the medians (and p90), and the load averages before and after. `--poll 0` waits for the end with one
+Each turn starts on a settled engine (bench/job_latency.py `settle`: the agent removes a job's container after its
+`ended` report, and that removal would run into the next turn). Prints the medians (and p90), and the load averages
+before and after. `--poll 0` waits for the end with one
 blocking read (`GET /api/v1/jobs/{id}/wait`), as bench/cli.py's server path does, instead of reading the job every
 `--poll` seconds (each read takes the web process's CPU while the engine starts the container).
 With `--before DIR` (an older checkout, e.g. `git archive <commit> | tar -x -C DIR`, with `.venv` linked) its
@@ -169,7 +171,7 @@ def main() -> None:
     parser.add_argument("--before", metavar="DIR", type=Path, help="an older checkout: its agent is a second node")
     args = parser.parse_args()
     import docker
-    from job_latency import boot
+    from job_latency import boot, settle
 
     api = docker.from_env().api
     runtime = "runsc" if args.isolation == "sandbox" else ""
@@ -186,10 +188,12 @@ def main() -> None:
                 agents["before"] = (second_agent(platform, args.before.resolve()), {"tree": "before"})
                 trees["before"] = new_figures()
             for i in range(args.warmup + args.runs):
+                settle(api)
                 created, started, exited = engine_pair(api, runtime, "none" if args.network == "none" else "bridge")
                 scratch = new_figures() if i < args.warmup else None
                 order = list(agents.items()) if i % 2 == 0 else list(reversed(agents.items()))
                 for tree, (agent, selector) in order:
+                    settle(api)  # the agent removes each container after its `ended` report: not into the next turn
                     one_round(http, agent, scratch or trees[tree], args, selector)
                 if scratch is None:
                     engine["docker create"].append(created)
