@@ -11,7 +11,10 @@ as Django will resolve it) to SyncViewHandler: the body is read on the event loo
 of long-lived threads (EXECUTOR) runs what WSGI runs for it, in order and on one thread: the request_started
 signal, the middleware chain loaded in sync mode, the view, and (for a response that is not streamed) its close,
 which sends request_finished. These threads keep their database connections between requests (keep_connections).
-The response is sent from the event loop. A request to an async view (the blocking reads, log follows, the
+The response is sent from the event loop. A sync view may answer `Deferred(fill)`: the middleware chain runs on it
+as on any answer, then the handler awaits `fill()` on the event loop, the thread long given back (the blocking
+read, jobs/api/wait.py, waits so without holding a thread or crossing ten middleware hooks thread by thread), and
+sends what it made; a client that goes away first ends the wait. A request to an async view (log follows, the
 gateway) goes to Django's own handler, `app`; one that matches no URL gets Django's 404 from the sync chain.
 
 sync_to_async with an executor (not thread-sensitive) keeps asgiref's context: code in the view that calls
@@ -21,6 +24,8 @@ as before.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,7 +36,11 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.wsgi import WSGIRequest
 from django.db import connections
+from django.http import HttpResponse
 from django.urls import Resolver404, resolve, set_script_prefix
+
+log = logging.getLogger(__name__)
+DEFERS = "euler.defers"  # in the scope of a request that SyncViewHandler serves: a Deferred answer is filled
 
 # Threads for sync views, created as needed and kept: a view waits for the database (or a lock) while holding one.
 EXECUTOR = ThreadPoolExecutor(max_workers=settings.EULER_WEB_SYNC_THREADS, thread_name_prefix="euler-web-sync")
@@ -48,8 +57,11 @@ class SyncViewHandler(ASGIHandler):
             body_file = await self.read_body(receive)
         except RequestAborted:
             return
+        scope = {**scope, DEFERS: True}
         try:
             response = await sync_to_async(self._respond, thread_sensitive=False, executor=EXECUTOR)(scope, body_file)
+            if isinstance(response, Deferred) and not await _filled(response, self.listen_for_disconnect(receive)):
+                return  # the client went away first
             if not response.streaming:
                 await self.send_response(response, send)
                 return
@@ -71,6 +83,57 @@ class SyncViewHandler(ASGIHandler):
         if not response.streaming:
             _close(response)
         return response
+
+
+class Deferred(HttpResponse):
+    """A sync view's answer whose status, body and headers are made after the middleware chain has run:
+    `fill()`, a coroutine function, returns the HttpResponse to take them from. SyncViewHandler awaits it on the
+    event loop; where another handler serves the view (Django's test clients) the view calls `filled()`."""
+
+    def __init__(self, fill, **kwargs):
+        super().__init__(**kwargs)
+        self.fill = fill
+
+    def take(self, made: HttpResponse) -> None:
+        """The status, body and headers of `made` (those the middleware set stay unless `made` sets them too)."""
+        self.status_code = made.status_code
+        self.content = made.content
+        for name, value in made.items():
+            self[name] = value
+        self["Content-Length"] = str(len(self.content))
+
+    def filled(self) -> Deferred:
+        """Filled on this thread (a view served by another handler than SyncViewHandler)."""
+        from asgiref.sync import async_to_sync
+
+        self.take(async_to_sync(self.fill)())
+        return self
+
+
+def deferring(request) -> bool:
+    """Whether SyncViewHandler serves the request (a Deferred answer is filled after the middleware chain)."""
+    return bool(getattr(request, "scope", {}).get(DEFERS))
+
+
+async def _filled(response: Deferred, disconnect) -> bool:
+    """Run `response.fill()` until it answers (True, the response filled) or the client disconnects (False)."""
+    filling, gone = asyncio.ensure_future(response.fill()), asyncio.ensure_future(disconnect)
+    try:
+        await asyncio.wait({filling, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (filling, gone):
+            task.cancel()
+        await asyncio.gather(filling, gone, return_exceptions=True)
+    if filling.cancelled():
+        return False
+    try:
+        response.take(filling.result())
+    except Exception:  # noqa: BLE001 - a 500 with the API's body, as Django's handler would answer
+        log.exception("a deferred answer failed")
+        from euler.errors import json_error
+
+        response.take(json_error("server_error", "Internal error; it has been logged.", 500))
+    return True
 
 
 def _close(response) -> None:

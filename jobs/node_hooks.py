@@ -73,8 +73,11 @@ def busy_nodes() -> set[int]:
 
 
 _OUTSTANDING_ON = Prepared(
-    lambda node_id: Attempt.objects.filter(_outstanding(), node_id=node_id).values_list("pk", flat=True)[:1]
+    lambda node_id: Attempt.objects.filter(_outstanding(), node_id=node_id).values_list(
+        "state", "stop_reason", "delivered_at", "stop_sent_at"
+    )[:OUTSTANDING_READ]
 )
+OUTSTANDING_READ = 64  # a node's outstanding attempts read at once to see if any is due; more: the full read decides
 _ASSIGNED_ON = Prepared(
     lambda node_id: (
         Attempt.objects.select_related("job", "job__array")
@@ -94,6 +97,19 @@ _STOPS_ON = Prepared(
 )
 
 
+def not_due(rows, *, again) -> list | None:
+    """Rows (state, stop_reason, delivered_at, stop_sent_at) of outstanding attempts (pure): when each was handed
+    over or its stop sent, if every one was so after `again` (nothing due before its redelivery); else None (some
+    assignment or stop order is due now, or may be: the full read in poll_provider decides)."""
+    times = []
+    for state, stop_reason, delivered_at, stop_sent_at in rows:
+        sent = stop_sent_at if stop_reason else (delivered_at if state == AttemptState.ASSIGNED else None)
+        if sent is None or sent < again:
+            return None
+        times.append(sent)
+    return times
+
+
 def poll_provider(node) -> channel.Work:
     """Assigned attempts not yet handed over (or handed long ago and not started), and pending stop orders;
     with nothing due, until when nothing will be (the earliest redelivery) unless a wake-up says otherwise."""
@@ -102,9 +118,15 @@ def poll_provider(node) -> channel.Work:
     again = now - redeliver
     assignments, commands = [], []
     later: list = []  # handed or stop-sent recently: due again at these times
-    # The usual answer, for an idle node, in one query: nothing assigned, no stop order outstanding.
-    if not _OUTSTANDING_ON(node.pk):
+    # The usual answers in one query, without the write transaction below: nothing assigned and no stop order
+    # outstanding (an idle node), or all of it handed over recently (the poll an agent sends at once after taking
+    # its assignments, while it creates their containers): nothing due until the first redelivery.
+    outstanding = list(_OUTSTANDING_ON(node.pk))
+    if not outstanding:
         return channel.Work([], [], quiet_until=math.inf)
+    handed_at = not_due(outstanding, again=again)
+    if handed_at is not None and len(outstanding) < OUTSTANDING_READ:
+        return channel.Work([], [], quiet_until=(min(handed_at) + redeliver).timestamp())
     with transaction.atomic():
         handed = []
         for attempt in _ASSIGNED_ON(node.pk):

@@ -1,4 +1,5 @@
-"""The jobs' plain async views (their waits hold no thread): the log reader and the blocking read of a job."""
+"""The jobs' views that wait holding no thread: the log reader (async) and the blocking read of a job (a sync view
+whose wait runs on the event loop after the middleware chain: euler.synchandler.Deferred)."""
 
 from django.urls import path
 

@@ -5,7 +5,10 @@ its state is another one, or when `?timeout=` seconds pass first; without `state
 It waits on the job's own state broadcast (the group `jobs.{id}` that the log websocket follows), not by reading the
 job again and again: a client following a job costs the web process one read when the job moves, not one per poll.
 
-A plain async Django view (a DRF view is sync and would hold a thread for the whole wait); its database reads run on
+A plain sync view, not DRF's, whose answer is `Deferred` when it must wait (euler.synchandler): the middleware chain
+and the first read run on a sync view's thread as for any request, and the wait runs on the event loop after them,
+holding no thread (an async view crossed ten middleware hooks thread by thread, on a thread of its own, on the way in
+and again on the way out: ~4 ms of the answer after a move, bench/cli.py's server path). Its database reads run on
 the sync views' threads (euler.synchandler.run_sync), which keep their connections.
 """
 
@@ -19,7 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from euler.errors import EulerError, InvalidInput, NotFound, error_response
-from euler.synchandler import run_sync
+from euler.synchandler import Deferred, deferring, run_sync
 from jobs.logs_api import project_for_request
 from jobs.states import TERMINAL, JobState
 from quotas.access import declare, member
@@ -133,15 +136,28 @@ async def _relay(layer, channel: str, heard: asyncio.Queue) -> None:
         heard.put_nowait(exc)
 
 
-@declare(get=member())
-@require_GET
-async def job_wait(request: HttpRequest, job_id: int):
-    try:
-        wait = parse_wait(request.GET)
-        project, state = await run_sync(request, _project_and_state, request, job_id)
-    except EulerError as exc:
-        return error_response(exc)
-    done = moved(state, wait) or (wait.timeout > 0 and await _until_moved(request, project, job_id, wait))
-    body = await run_sync(request, _body, project, job_id)
+def _answer(body: bytes, *, done: bool) -> HttpResponse:
     headers = {"Cache-Control": "no-store", "X-Euler-Wait": "moved" if done else "timeout"}
     return HttpResponse(body, content_type="application/json", headers=headers)
+
+
+@declare(get=member())
+@require_GET
+def job_wait(request: HttpRequest, job_id: int):
+    try:
+        wait = parse_wait(request.GET)
+        project, state = _project_and_state(request, job_id)
+    except EulerError as exc:
+        return error_response(exc)
+    if moved(state, wait) or wait.timeout <= 0:
+        return _answer(_body(project, job_id), done=moved(state, wait))
+
+    async def fill() -> HttpResponse:
+        try:
+            done = await _until_moved(request, project, job_id, wait)
+            return _answer(await run_sync(request, _body, project, job_id), done=done)
+        except EulerError as exc:  # the job went away meanwhile (a 404), as the first read would have said
+            return error_response(exc)
+
+    answer = Deferred(fill, content_type="application/json", headers={"Cache-Control": "no-store"})
+    return answer if deferring(request) else answer.filled()

@@ -1,6 +1,7 @@
 """Requests to sync views under ASGI (euler/synchandler.py): the whole request on one pooled thread, the middleware
 chain as Django's handler runs it, the thread's database connection kept between requests (and replaced once it
-no longer answers), async views left to Django's handler, streamed downloads."""
+no longer answers), async views left to Django's handler, streamed downloads, answers filled after the chain
+(Deferred: the blocking read)."""
 
 from __future__ import annotations
 
@@ -124,11 +125,48 @@ def test_a_kept_connection_that_no_longer_answers_is_replaced(key, one_thread, s
 
 
 def test_async_views_go_to_djangos_handler_and_unknown_paths_get_djangos_404(key, one_thread):
-    assert call("GET", "/api/v1/jobs/1/wait", key) == (599, {}, b"django's handler")
+    assert call("GET", "/api/v1/jobs/1/logs", key) == (599, {}, b"django's handler")
     status, _, _ = call("GET", "/api/v1/no-such-thing", key)
     assert status == 404
 
 
 def test_sync_view_resolves_the_path_below_the_root_path():
     assert synchandler.sync_view({"path": "/euler/api/v1/jobs", "root_path": "/euler"})
-    assert not synchandler.sync_view({"path": "/euler/api/v1/jobs/7/wait", "root_path": "/euler"})
+    assert not synchandler.sync_view({"path": "/euler/api/v1/jobs/7/logs", "root_path": "/euler"})
+
+
+def test_a_deferred_answer_is_filled_after_the_chain_and_a_wait_holds_no_thread(key, one_thread, seen):
+    status, _, body = call("POST", "/api/v1/jobs", key, json.dumps(JOB).encode())
+    job_id = json.loads(body)["id"]
+    # A queued job that does not move: the blocking read's timeout answers, with the job and the chain's headers.
+    status, headers, body = call("GET", f"/api/v1/jobs/{job_id}/wait", key, query=b"timeout=0.2")
+    assert status == 200 and json.loads(body)["state"] == "queued"
+    assert headers[b"x-euler-wait"] == b"timeout" and headers[b"content-length"] == str(len(body)).encode()
+    assert headers[b"x-request-id"] and headers[b"x-content-type-options"] == b"nosniff"
+    assert len(seen.started) == len(seen.finished) == 2  # the request was over for Django before the wait
+
+
+def test_a_deferred_answer_whose_client_goes_away_is_not_sent():
+    async def forever():
+        await asyncio.Event().wait()
+
+    async def disconnect():
+        return None
+
+    async def main():
+        answer = synchandler.Deferred(forever)
+        return await synchandler._filled(answer, disconnect()), answer.status_code
+
+    assert asyncio.run(main()) == (False, 200)  # the fill was cancelled, nothing taken
+
+
+def test_a_deferred_answer_that_fails_is_a_500_with_the_apis_body():
+    async def broken():
+        raise RuntimeError("boom")
+
+    async def main():
+        answer = synchandler.Deferred(broken)
+        filled = await synchandler._filled(answer, asyncio.Event().wait())
+        return filled, answer.status_code, json.loads(answer.content)["code"]
+
+    assert asyncio.run(main()) == (True, 500, "server_error")

@@ -63,7 +63,22 @@ def test_a_pass_assigns_the_job_and_the_poll_hands_it_over_once(placed):
     assert node_hooks.poll_provider(node) == ([], [])  # no busy loop: handed once
 
 
-def test_the_poll_provider_says_until_when_it_has_nothing(placed, settings):
+def test_not_due_says_when_each_outstanding_attempt_was_handed_unless_one_is_due():
+    now = timezone.now()
+    again = now - timedelta(seconds=60)
+    recent, old = now - timedelta(seconds=5), now - timedelta(seconds=90)
+    assert node_hooks.not_due(
+        [("assigned", "", recent, None), ("running", "cancelled", None, recent)], again=again
+    ) == [
+        recent,
+        recent,
+    ]
+    assert node_hooks.not_due([("assigned", "", None, None)], again=again) is None  # never handed: due
+    assert node_hooks.not_due([("assigned", "", old, None)], again=again) is None  # handed long ago: due again
+    assert node_hooks.not_due([("running", "cancelled", None, None)], again=again) is None  # a stop not yet sent
+
+
+def test_the_poll_provider_says_until_when_it_has_nothing(placed, settings, django_assert_num_queries):
     """An empty answer carries when it stops being true without a wake-up: the redelivery of an assignment
     handed over and not started (or of a stop order not obeyed); no such thing pending: never."""
     import math
@@ -72,7 +87,8 @@ def test_the_poll_provider_says_until_when_it_has_nothing(placed, settings):
     handed = node_hooks.poll_provider(node)
     assert handed.quiet_until == math.inf  # it handed the attempt over: nothing else is due
     delivered = Attempt.objects.get(pk=attempt.pk).delivered_at
-    quiet = node_hooks.poll_provider(node)
+    with django_assert_num_queries(1):  # the poll an agent sends right after taking it: one read, no transaction
+        quiet = node_hooks.poll_provider(node)
     assert quiet == ([], [])
     assert quiet.quiet_until == pytest.approx(
         (delivered + timedelta(seconds=settings.EULER_JOB_REDELIVER_AFTER)).timestamp()

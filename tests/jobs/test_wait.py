@@ -4,6 +4,7 @@ broadcast; at once when it has already moved; with the job as it stands when the
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -30,8 +31,47 @@ def cancel(job, project):
     services.job_cancel(job_id=job.pk, project=project)
 
 
-async def wait(api_key: str, job_id: int, query: str = ""):
-    return await AsyncClient().get(f"/api/v1/jobs/{job_id}/wait{query}", headers={"X-Euler-API-Key": api_key})
+class Answer:
+    """What the tests read of an answer: its status, headers (by name) and JSON body."""
+
+    def __init__(self, status: int, headers: dict[str, str], body: bytes):
+        self.status_code, self.headers, self.content = status, headers, body
+
+    def __getitem__(self, name: str) -> str:
+        return self.headers[name.lower()]
+
+    def json(self):
+        return json.loads(self.content)
+
+
+async def wait(api_key: str, job_id: int, query: str = "") -> Answer:
+    """The blocking read through the web's own HTTP application (config/asgi.py's Django part): the sync-view handler
+    that waits on the event loop after the middleware chain (euler.synchandler.Deferred), as a web process serves it
+    (Django's test clients would run the view on a thread of theirs and wait there)."""
+    from django.core.asgi import get_asgi_application
+
+    from euler.synchandler import route_sync_views
+
+    app = route_sync_views(get_asgi_application())
+    sent: list[dict] = []
+    incoming = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive():
+        if incoming:
+            return incoming.pop(0)
+        await asyncio.Event().wait()  # the client stays
+
+    async def send(message):
+        sent.append(message)
+
+    path = f"/api/v1/jobs/{job_id}/wait"
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(),
+             "query_string": query.lstrip("?").encode(), "headers": [(b"host", b"testserver"),
+             (b"x-euler-api-key", api_key.encode())], "client": ("127.0.0.1", 5555), "server": ("testserver", 80),
+             "scheme": "http", "http_version": "1.1", "root_path": "", "asgi": {"version": "3.0"}}  # fmt: skip
+    await app(scope, receive, send)
+    headers = {k.decode().lower(): v.decode() for k, v in sent[0]["headers"]}
+    return Answer(sent[0]["status"], headers, b"".join(m.get("body", b"") for m in sent[1:]))
 
 
 async def joined(job_id: int) -> None:
