@@ -24,8 +24,9 @@ $(DEV_STAMP): $(STAMP) requirements-dev.txt
 	@touch $(DEV_STAMP)
 
 # The `euler` CLI (client/, its own package), editable so that .venv/bin/euler runs the working tree
-# ("compat": a plain path entry, cheaper at every start-up than the import hook of the default mode).
-$(CLIENT_STAMP): $(STAMP) client/pyproject.toml
+# ("compat": a plain path entry, cheaper at every start-up than the import hook of the default mode); the command
+# itself is client/scripts/euler (client/setup.py).
+$(CLIENT_STAMP): $(STAMP) client/pyproject.toml client/setup.py client/scripts/euler
 	$(PY) -m pip install -q --disable-pip-version-check -e ./client --config-settings editable_mode=compat
 	@touch $(CLIENT_STAMP)
 

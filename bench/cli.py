@@ -21,6 +21,8 @@ Prints the medians (and p90), the ratios to docker, and the CPU time (user + sys
 (and the server path's job asks for `isolation: sandbox`).
 `--before DIR` adds, in each round, `euler run` with PYTHONPATH=DIR: an older client under the same load, e.g.
     git archive 07f023c client | tar -x -C /tmp/before && .venv/bin/python bench/cli.py --before /tmp/before/client
+run by DIR/euler when DIR holds one (the command as it was installed then: pip's console-script wrapper before
+client/scripts/euler, say, with this interpreter on its first line), else by this environment's `euler`.
 The client packages are byte-compiled first, as `pip install` leaves them (PYTHONDONTWRITEBYTECODE=1 would
 otherwise make every start compile them again).
 """
@@ -133,6 +135,8 @@ def main() -> None:
     compileall.compile_dir(Path(euler_client.__file__).parent, quiet=1)
     if args.before:
         compileall.compile_dir(Path(args.before) / "euler_client", quiet=1)
+        command = Path(args.before) / "euler"
+        before_argv = [str(command), *cli_argv[1:]] if command.is_file() else cli_argv
 
     figures: dict[str, list[float]] = {"docker run --rm": [], "euler run": [], "server path (API)": []}
     cpu: dict[str, list[float]] = {"euler run": [], "euler --version": [], "python -c pass": []}
@@ -155,7 +159,7 @@ def main() -> None:
                 server_s = server_path(http, extra, args.poll)
                 if args.before:
                     settle(engine)
-                    before_s, before_cpu = timed(CLI, {**env, "PYTHONPATH": args.before})
+                    before_s, before_cpu = timed(before_argv, {**env, "PYTHONPATH": args.before})
                 if i >= args.warmup:
                     if args.before:
                         figures["euler run (before)"].append(before_s)

@@ -10,11 +10,11 @@ command uses, through the standard library (`wire.py`), so that a command does n
 
 from __future__ import annotations
 
-import json
 import sys
 
 from euler_client.answers import USER_AGENT, error_for, reason
 from euler_client.errors import ConnectionFailed
+from euler_client.jsoncodec import dumps, loads
 from euler_client.query import query
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
@@ -203,7 +203,7 @@ class _Answer:
         return self.content.decode("utf-8", "replace")
 
     def json(self) -> object:
-        return json.loads(self.content)
+        return loads(self.content)
 
 
 class LightClient(Client):
@@ -221,10 +221,8 @@ class LightClient(Client):
         self._prefix = self._prefix.rstrip("/") + "/api/v1/"
 
     def request(self, method: str, path: str, *, params: dict | None = None, json: object = None) -> _Answer:
-        import json as json_module
-
         target = self._prefix + path + (f"?{query(params)}" if params else "")
-        body = json_module.dumps(json).encode() if json is not None else None
+        body = dumps(json).encode() if json is not None else None
         try:
             answer = _Answer(*self._wire.request(method, target, body))
         except TimeoutError:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import namedtuple
 
@@ -53,6 +52,8 @@ def read_profiles(path: Path) -> dict[str, dict]:
 
 
 def _toml_string(value: str) -> str:
+    import json
+
     return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -10,6 +9,7 @@ from collections import namedtuple
 
 from euler_client.answers import USER_AGENT, reason
 from euler_client.errors import ConnectionFailed, EulerError
+from euler_client.jsoncodec import loads
 from euler_client.query import query as encode
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
@@ -127,7 +127,7 @@ class Jobs:
                         continue
                     except Closed:
                         break  # not ended: reconnect and resume after the last chunk
-                    message = json.loads(raw)
+                    message = loads(raw)
                     if os.environ.get("EULER_DEBUG"):
                         sys.stderr.write(f"euler: debug: {message}\n")
                     kind = message.get("type")

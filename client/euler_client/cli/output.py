@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 
 def emit_json(data: object) -> None:
+    import json
+
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 

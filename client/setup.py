@@ -1,0 +1,13 @@
+"""The `euler` command: a plain script on POSIX, whose start-up imports what the command needs and nothing else
+(the console-script wrapper that pip generates imports `re` before it, ~7 ms of every `euler run` on the 2-core
+machine: BENCHMARKS.md); on Windows, where a script needs pip's `.exe` launcher, the console-script entry point.
+Everything else is in pyproject.toml."""
+
+import os
+
+from setuptools import setup
+
+if os.name == "nt":
+    setup(entry_points={"console_scripts": ["euler = euler_client.cli:main"]})
+else:
+    setup(scripts=["scripts/euler"], entry_points={"console_scripts": []})  # older setuptools want it set
