@@ -31,9 +31,11 @@ def test_the_installed_command_imports_neither_re_nor_json():
     or `json` (euler_client/jsoncodec.py)."""
     euler = Path(sys.executable).parent / "euler"
     assert euler.read_text().startswith(f"#!{sys.executable}")
+    # No proxy: with one set, the command goes through httpx (euler_client.client.proxied), which imports both.
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     done = subprocess.run(
         [str(euler), "run", "--network", "none", "alpine:3.20", "--", "true"], capture_output=True, text=True,
-        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "EULER_URL": "http://127.0.0.1:9", "EULER_API_KEY": "k"},
+        env={**env, "PYTHONPROFILEIMPORTTIME": "1", "EULER_URL": "http://127.0.0.1:9", "EULER_API_KEY": "k"},
     )  # fmt: skip
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
     assert "euler_client.wire" in imported and "euler: error: cannot reach" in done.stderr  # it got to its POST
