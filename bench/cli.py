@@ -15,7 +15,8 @@ Each of the three starts on a settled engine: the agent removes a job's containe
 off the job's path, and that removal would otherwise run into the next turn (the next `docker run` above all); the
 bench waits for it (the engine's own `wait` with condition `removed`), untimed, before each turn.
 Prints the medians (and p90), the ratios to docker, and the CPU time (user + sys) of the euler process
-(getrusage of the children), with `euler --version` and `python -c pass` for scale.
+(getrusage of the children), with `euler --version`, `python -c pass` and the imports `euler run` avoids (`re`, which
+pip's console-script wrapper and `json` import: client/setup.py, euler_client/jsoncodec.py) for scale.
 
 `--sandbox` runs the sandbox tier: `docker run --rm --runtime runsc …` against `euler run --isolation sandbox …`
 (and the server path's job asks for `isolation: sandbox`).
@@ -139,7 +140,13 @@ def main() -> None:
         before_argv = [str(command), *cli_argv[1:]] if command.is_file() else cli_argv
 
     figures: dict[str, list[float]] = {"docker run --rm": [], "euler run": [], "server path (API)": []}
-    cpu: dict[str, list[float]] = {"euler run": [], "euler --version": [], "python -c pass": []}
+    scale = {
+        "euler --version": [str(EULER), "--version"],
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "python: import re": [sys.executable, "-c", "import re"],
+        "python: import json": [sys.executable, "-c", "import json"],
+    }
+    cpu: dict[str, list[float]] = {"euler run": []} | {label: [] for label in scale}
     if args.before:
         figures["euler run (before)"], cpu["euler run (before)"] = [], []
     with tempfile.TemporaryDirectory(prefix="euler-bench-") as tmp:
@@ -172,10 +179,7 @@ def main() -> None:
             engine.close()
             http.close()
             platform.stop()
-    for label, argv in (
-        ("euler --version", [str(EULER), "--version"]),
-        ("python -c pass", [sys.executable, "-c", "pass"]),
-    ):
+    for label, argv in scale.items():
         for _ in range(args.pairs):
             cpu[label].append(timed(argv, {**os.environ, "PYTHONPATH": path})[1])
     docker = statistics.median(figures["docker run --rm"])
@@ -191,7 +195,7 @@ def main() -> None:
         print(f"    {label:<26} {statistics.median(values[-args.pairs :]) * 1000:6.0f} ms")
     print("  CPU time of the process (user + sys), median:")
     for label, values in cpu.items():
-        print(f"    {label:<18} {statistics.median(values) * 1000:6.0f} ms")
+        print(f"    {label:<20} {statistics.median(values) * 1000:6.0f} ms")
 
 
 if __name__ == "__main__":

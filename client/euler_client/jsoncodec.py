@@ -1,6 +1,5 @@
 """JSON for the API's bodies through the interpreter's own C codec (`_json`), without the `json` package: importing
-that one imports `re` and with it `enum` and `functools`, ~9 ms of every `euler run` (bench/cli.py; the command's
-whole start-up is ~20 ms). The same scanner and encoder that `json.loads` and `json.dumps` use, so the same values
+that one imports `re` and with it `enum` and `functools` (bench/cli.py prints its CPU beside `python -c pass`). The same scanner and encoder that `json.loads` and `json.dumps` use, so the same values
 and the same errors: whatever the fast path does not take (bytes that are not UTF-8, a BOM, anything malformed,
 an interpreter without `_json`) goes to `json` itself, which decodes it or raises its `JSONDecodeError`."""
 
@@ -38,9 +37,9 @@ def loads(data: bytes | str) -> object:
         try:
             text = data.decode() if isinstance(data, (bytes, bytearray)) else data
             value, end = _scan(text, len(text) - len(text.lstrip(_SPACE)))
-            if end == len(text) or not text[end:].strip(_SPACE):
+            if not text[end:].strip(_SPACE):
                 return value
-        except (UnicodeDecodeError, StopIteration, ValueError):
+        except (StopIteration, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             pass
     import json
 
@@ -49,7 +48,7 @@ def loads(data: bytes | str) -> object:
 
 def dumps(value: object) -> str:
     """`json.dumps(value)`: ASCII, `", "` and `": "` between items, NaN allowed, circular references refused."""
-    if make_scanner is None:
+    if _scan is None:
         import json
 
         return json.dumps(value)

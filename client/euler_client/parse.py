@@ -47,8 +47,9 @@ _BYTE_UNITS = {
     "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
 }  # fmt: skip
+# These parsers use no regular expressions: importing `re` costs more than the command's own start-up
+# (client/setup.py).
 _DIGITS = frozenset("0123456789")
-# These parsers use no regular expressions: `re` costs ~7 ms of the command's start-up (client/setup.py).
 
 
 def _size_parts(text: str) -> tuple[str, str] | None:

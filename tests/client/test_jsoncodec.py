@@ -1,17 +1,12 @@
-"""euler_client.jsoncodec: what json.loads and json.dumps give, without importing the json package on the way."""
+"""euler_client.jsoncodec: what json.loads and json.dumps give (that `euler run` imports no json: test_packaging.py)."""
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from euler_client import jsoncodec
-
-CLIENT = Path(__file__).resolve().parents[2] / "client"
 
 VALUES = [
     {"id": 12, "state": "succeeded", "exit_code": 0, "node": None, "ok": True, "gone": False},
@@ -62,14 +57,3 @@ def test_what_json_cannot_write_raises_its_error():
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular reference"):
         jsoncodec.dumps(loop)
-
-
-def test_the_run_paths_modules_import_neither_json_nor_re():
-    """`euler run`'s own modules, imported as the command imports them: no json, no re (their start-up cost)."""
-    probe = (
-        "import sys; import euler_client.cli, euler_client.cli.runargs, euler_client.cli.attach,"
-        " euler_client.client, euler_client.config, euler_client.wire, euler_client.jobs;"
-        " print(sorted({'json', 're', 'enum'} & set(sys.modules)))"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=CLIENT, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
